@@ -1,0 +1,122 @@
+"""The single source of truth for the plugin node that dcnconvert writes.
+
+Everything that names the plugin (op type, version, namespace, ONNX domain, attribute names) is
+defined here once. The C++ creator in ``plugin_src/trt`` declares the same values; a contract test
+(``tests/test_schema_contract.py``) reads them out of the C++ source and compares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+#: op_type of every rewritten node; also the plugin (creator) name.
+PLUGIN_NAME = "ModulatedDeformConv2d"
+
+#: Version of our bundled plugin's creator.
+PLUGIN_VERSION = "1"
+
+#: Plugin namespace of our bundled plugin, so it never collides with TensorRT's built-in
+#: ``ModulatedDeformConv2d`` (registered in the empty namespace by libnvinfer_plugin).
+PLUGIN_NAMESPACE = "dcnconvert"
+
+#: ONNX domain of rewritten nodes. TensorRT's parser ignores the domain; ``onnx.checker`` needs a
+#: non-default one for an op it does not know.
+PLUGIN_DOMAIN = "dcnconvert"
+PLUGIN_DOMAIN_VERSION = 1
+
+#: Node attribute names. INT/INTS attributes become the plugin's int32 fields (the ONNX parser
+#: passes only the names that the creator lists in ``getFieldNames``).
+ATTR_STRIDE = "stride"
+ATTR_PADDING = "padding"
+ATTR_DILATION = "dilation"
+ATTR_GROUP = "group"
+ATTR_DEFORMABLE_GROUP = "deformable_group"
+#: STRING attributes read by the ONNX parser to choose the creator.
+ATTR_PLUGIN_VERSION = "plugin_version"
+ATTR_PLUGIN_NAMESPACE = "plugin_namespace"
+
+#: The plugin fields, in the order the creator declares them, with their length.
+PLUGIN_FIELDS: Tuple[Tuple[str, int], ...] = (
+    (ATTR_STRIDE, 2),
+    (ATTR_PADDING, 2),
+    (ATTR_DILATION, 2),
+    (ATTR_GROUP, 1),
+    (ATTR_DEFORMABLE_GROUP, 1),
+)
+
+#: Plugin input order.
+INPUT_NAMES: Tuple[str, ...] = ("x", "offset", "mask", "weight", "bias")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a rewritten node is meant to run.
+
+    Attributes:
+        name: the ``--target`` value.
+        plugin_version: value of the node's ``plugin_version`` attribute.
+        plugin_namespace: value of the node's ``plugin_namespace`` attribute.
+        square_only: refuse non-square stride/padding/dilation (TensorRT's built-in plugin applies
+            element 0 of each pair to the width axis).
+        needs_plugin_library: whether our bundled library must be loaded to build an engine.
+    """
+
+    name: str
+    plugin_version: str
+    plugin_namespace: str
+    square_only: bool
+    needs_plugin_library: bool
+
+
+TARGET_DCNCONVERT = Target("dcnconvert", PLUGIN_VERSION, PLUGIN_NAMESPACE, False, True)
+TARGET_TRT_BUILTIN = Target("trt-builtin", "2", "", True, False)
+
+TARGETS: Dict[str, Target] = {t.name: t for t in (TARGET_DCNCONVERT, TARGET_TRT_BUILTIN)}
+DEFAULT_TARGET = TARGET_DCNCONVERT.name
+
+
+def target_of_node_attrs(attrs: Dict[str, object]) -> Target | None:
+    """Return the target a plugin node's ``plugin_version``/``plugin_namespace`` attributes select."""
+    version = attrs.get(ATTR_PLUGIN_VERSION, "1")
+    namespace = attrs.get(ATTR_PLUGIN_NAMESPACE, "")
+    for target in TARGETS.values():
+        if (target.plugin_version, target.plugin_namespace) == (version, namespace):
+            return target
+    return None
+
+
+@dataclass(frozen=True)
+class DcnAttrs:
+    """Canonical attributes of one deformable convolution, pairs in ``(h, w)`` order."""
+
+    stride: Tuple[int, int] = (1, 1)
+    padding: Tuple[int, int] = (0, 0)
+    dilation: Tuple[int, int] = (1, 1)
+    group: int = 1
+    deformable_group: int = 1
+
+    @property
+    def is_square(self) -> bool:
+        return all(p[0] == p[1] for p in (self.stride, self.padding, self.dilation))
+
+    def node_attrs(self, target: Target) -> Dict[str, object]:
+        """The plugin node's attributes for ``target`` (python ints/lists/strs, as onnx.helper types them)."""
+        return {
+            ATTR_STRIDE: [int(v) for v in self.stride],
+            ATTR_PADDING: [int(v) for v in self.padding],
+            ATTR_DILATION: [int(v) for v in self.dilation],
+            ATTR_GROUP: int(self.group),
+            ATTR_DEFORMABLE_GROUP: int(self.deformable_group),
+            ATTR_PLUGIN_VERSION: target.plugin_version,
+            ATTR_PLUGIN_NAMESPACE: target.plugin_namespace,
+        }
+
+    def output_hw(self, h: int, w: int, kh: int, kw: int) -> Tuple[int, int]:
+        """Output spatial size for an ``h x w`` input and a ``kh x kw`` kernel."""
+        sh, sw = self.stride
+        ph, pw = self.padding
+        dh, dw = self.dilation
+        ho = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
+        wo = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
+        return ho, wo

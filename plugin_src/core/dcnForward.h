@@ -1,0 +1,38 @@
+/*
+ * dcnconvert core API: no TensorRT include. Used by the IPluginV3 glue (plugin_src/trt), by the
+ * C entry point (dcnCApi.h) for tests and benchmarks, and by nothing else.
+ */
+#ifndef DCN_FORWARD_H
+#define DCN_FORWARD_H
+
+#include "dcnParams.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Output spatial size from the input size and attributes; -1 when the result would be < 1. */
+int64_t dcnOutputSize(int64_t in, int32_t kernel, int32_t stride, int32_t pad, int32_t dilation);
+
+/* Checks every field of p (ranges, divisibility, ho/wo against the computed size).
+ * On failure writes a message naming the field and value into msg (if msg && msgLen > 0). */
+DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgLen);
+
+/* Workspace bytes forward needs for p (and for any problem no larger in any dimension). */
+size_t dcnWorkspaceSize(DcnParams const* p);
+
+/* Runs the forward on `stream`. Device pointers; bias may be NULL when withBias == 0.
+ * No host synchronisation, no allocation. Returns kDCN_SUCCESS or an error with msg filled. */
+DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,
+    void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
+    cudaStream_t stream, char* msg, size_t msgLen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DCN_FORWARD_H */

@@ -1,0 +1,77 @@
+/*
+ * dcnconvert: TensorRT-free description of one modulated deformable convolution (DCNv2).
+ *
+ * Plain C layout (no bool, fixed-width integers) so that ctypes can mirror it
+ * (dcnconvert/_core_ctypes.py) and the IPluginV3 glue can fill it from tensor descriptors.
+ *
+ * Semantics (see docs and dcnconvert/reference.py):
+ *   out[n, o, oy, ox] = bias[o] + sum_{c in group(o)} sum_{i<kh, j<kw}
+ *       weight[o, c - g0, i, j] * mask[n, dg*kh*kw + k, oy, ox]
+ *       * bilinear0(x[n, c], oy*strideH - padH + i*dilationH + offset[n, dg*2*kh*kw + 2k, oy, ox],
+ *                            ox*strideW - padW + j*dilationW + offset[n, dg*2*kh*kw + 2k + 1, oy, ox])
+ *   with k = i*kw + j, dg = c / (C / deformableGroup); pairs are (h, w).
+ */
+#ifndef DCN_PARAMS_H
+#define DCN_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element type of every input and the output (all the same). */
+typedef enum DcnDataType
+{
+    kDCN_FLOAT32 = 0,
+    kDCN_FLOAT16 = 1,
+    kDCN_BFLOAT16 = 2
+} DcnDataType;
+
+/* Status codes returned by the core. */
+typedef enum DcnStatus
+{
+    kDCN_SUCCESS = 0,
+    kDCN_INVALID_ARGUMENT = 1, /* params inconsistent or out of range; message explains */
+    kDCN_CUDA_ERROR = 2,       /* a CUDA call or launch failed; message names it */
+    kDCN_UNSUPPORTED = 3       /* valid but not implemented (e.g. dtype on this arch) */
+} DcnStatus;
+
+/* Which forward implementation to use. kDCN_ALGO_AUTO lets the core choose. */
+typedef enum DcnAlgo
+{
+    kDCN_ALGO_AUTO = 0,
+    kDCN_ALGO_SIMPLE = 1 /* the reference SIMT kernel; kept as the test reference path */
+} DcnAlgo;
+
+typedef struct DcnParams
+{
+    int64_t n;    /* batch */
+    int64_t c;    /* input channels */
+    int64_t h;    /* input height */
+    int64_t w;    /* input width */
+    int64_t cout; /* output channels */
+    int64_t ho;   /* output height (must equal the computed one) */
+    int64_t wo;   /* output width */
+    int32_t kh;
+    int32_t kw;
+    int32_t strideH;
+    int32_t strideW;
+    int32_t padH;
+    int32_t padW;
+    int32_t dilationH;
+    int32_t dilationW;
+    int32_t group;
+    int32_t deformableGroup;
+    int32_t withBias; /* 0 or 1 */
+    int32_t dtype;    /* DcnDataType */
+    int32_t algo;     /* DcnAlgo */
+    int32_t reserved; /* keep 8-byte alignment; must be 0 */
+} DcnParams;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DCN_PARAMS_H */
