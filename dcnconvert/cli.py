@@ -1,0 +1,237 @@
+"""The ``dcnconvert`` command line: a thin click layer over the library.
+
+Commands here: ``inspect``, ``rewrite``, ``reference``. The engine commands (``build``, ``convert``,
+``verify``, ``plugin-path``) live in :mod:`dcnconvert.cli_engine` and are added by its
+``register(group)``; while that module is absent, a minimal ``convert`` writes the rewritten ONNX
+next to the engine path and stops with exit code 4.
+
+Conventions (shared through :mod:`dcnconvert.cli_common`): every command takes ``-v``/``-q`` and
+``--json`` after its name; results go to stdout, logs to stderr; exit codes are those of
+:mod:`dcnconvert.errors`; nothing is left at an output path on failure and the input is never
+modified.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dcnconvert import __version__, errors, log
+from dcnconvert.cli_common import (
+    add_warning,
+    attach_payload,
+    check_output_path,
+    common_options,
+    load_model_timed,
+    rewrite_in_memory,
+    run_command,
+    save_model_timed,
+    timed,
+)
+from dcnconvert.report import CommandResult, dumps, format_matches, format_summary, match_to_dict
+from dcnconvert.schema import DEFAULT_TARGET, TARGETS
+
+_MODEL_ARG = click.Path(exists=True, dir_okay=False, path_type=Path)
+_OUT_ARG = click.Path(dir_okay=False, path_type=Path)
+
+
+class DcnGroup(click.Group):
+    """A click group whose own usage errors follow dcnconvert's conventions.
+
+    click prints its parse errors (missing option, bad choice) itself; here they become an
+    ``error: ...`` line plus a ``hint:`` with the usage, exit code 2, and, when ``--json`` is on the
+    command line, the one JSON object on stdout too.
+    """
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        argv: list[str] = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode:
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            _report_click_error(exc, argv)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(errors.EXIT_ERROR)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _report_click_error(exc: click.ClickException, argv: Sequence[str]) -> None:
+    ctx = getattr(exc, "ctx", None)
+    click.echo(f"error: {exc.format_message()}", err=True)
+    if ctx is not None:
+        click.echo(f"hint: {ctx.get_usage()}  (see '{ctx.command_path} --help')", err=True)
+    if "--json" in argv:
+        name = ctx.info_name if ctx is not None and ctx.parent is not None else None
+        kind = "UsageError" if isinstance(exc, click.UsageError) else "Error"
+        result = CommandResult(command=name or "dcnconvert", exit_code=exc.exit_code)
+        result.errors.append({"type": kind, "message": exc.format_message(), "hint": None,
+                              "node": None, "exit_code": exc.exit_code})
+        click.echo(dumps(result.to_dict()))
+
+
+@click.group(cls=DcnGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="dcnconvert", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Rewrite deformable convolutions in ONNX models into TensorRT plugin nodes.
+
+    Exit codes: 0 ok, 1 error, 2 usage, 3 accuracy mismatch, 4 TensorRT/GPU/plugin missing.
+    Run 'dcnconvert COMMAND --help' for a command's options.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+
+
+_TARGET_OPTION = click.option(
+    "--target",
+    type=click.Choice(sorted(TARGETS)),
+    default=DEFAULT_TARGET,
+    show_default=True,
+    help="dcnconvert: our bundled plugin (any stride/padding/dilation). "
+    "trt-builtin: TensorRT's own ModulatedDeformConv2d (square values only).",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# commands
+# --------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("model", type=_MODEL_ARG)
+@common_options
+def inspect(model: Path, json_mode: bool) -> None:
+    """List the deformable convolutions in MODEL: form, attributes, shapes, convertible or why not."""
+
+    def work() -> dict[str, Any]:
+        from dcnconvert import match
+
+        proto = load_model_timed(model)
+        with timed("match"):
+            matches = [match_to_dict(m) for m in match.find_dcn_nodes(proto)]
+        if not matches:
+            add_warning(f"no deformable convolution node found in {model}")
+        n_ok = sum(1 for m in matches if m["convertible"])
+        log.get_logger().info("%d DCN node(s), %d convertible", len(matches), n_ok)
+        return {"matches": matches, "count": len(matches), "convertible": n_ok}
+
+    def render(result: dict[str, Any]) -> str:
+        text = format_matches(result["matches"])
+        if result["matches"]:
+            text += f"\n{result['count']} node(s), {result['convertible']} convertible"
+        return text
+
+    run_command("inspect", json_mode, work, render=render, inputs={"model": str(model)})
+
+
+@cli.command()
+@click.argument("model", type=_MODEL_ARG)
+@click.option("-o", "--output", type=_OUT_ARG, required=True, help="Path of the rewritten ONNX model.")
+@_TARGET_OPTION
+@click.option("--require-match", is_flag=True, help="Fail (exit 1) if the model has no DCN node.")
+@common_options
+def rewrite(model: Path, output: Path, target: str, require_match: bool, json_mode: bool) -> None:
+    """Rewrite every DCN node of MODEL into a ModulatedDeformConv2d plugin node, saved to OUTPUT.
+
+    A model without DCN nodes is a warning and is written unchanged (so the next step of a pipeline
+    finds its file); with --require-match it is an error and nothing is written.
+    """
+
+    def work() -> dict[str, Any]:
+        check_output_path(model, output)
+        new_model, payload = rewrite_in_memory(model, target, require_match)
+        save_model_timed(new_model, output)
+        payload["target"] = target
+        return payload
+
+    run_command("rewrite", json_mode, work, render=format_summary, inputs={"model": str(model)})
+
+
+@cli.command()
+@click.argument("model", type=_MODEL_ARG)
+@click.option("-o", "--output", type=_OUT_ARG, required=True, help="Path of the standard-ONNX model.")
+@common_options
+def reference(model: Path, output: Path, json_mode: bool) -> None:
+    """Turn every DCN form in MODEL (plugin nodes included) into standard ONNX DeformConv.
+
+    The result runs in ONNX Runtime; it is the ground truth that 'verify' and 'polygraphy run
+    --onnxrt' compare an engine against.
+    """
+
+    def work() -> dict[str, Any]:
+        from dcnconvert import standard
+
+        check_output_path(model, output)
+        proto = load_model_timed(model)
+        with timed("convert", "Converting DCN nodes to standard ONNX DeformConv"):
+            std = standard.to_standard_model(proto)
+        save_model_timed(std, output)
+        return {}
+
+    run_command("reference", json_mode, work, render=format_summary, inputs={"model": str(model)})
+
+
+def _convert_placeholder(group: click.Group, why: str) -> None:
+    """Register a minimal ``convert``: rewrite, write OUT.onnx, stop with exit 4 (no engine builder)."""
+
+    @group.command()
+    @click.argument("model", type=_MODEL_ARG)
+    @click.option("-o", "--output", type=_OUT_ARG, required=True, help="Path of the engine to build.")
+    @_TARGET_OPTION
+    @common_options
+    def convert(model: Path, output: Path, target: str, json_mode: bool) -> None:
+        """Rewrite MODEL and build a TensorRT engine (here: writes the rewritten ONNX, exit 4).
+
+        The rewritten model is written next to the engine path (OUTPUT with suffix .onnx).
+        """
+
+        def work() -> dict[str, Any]:
+            onnx_out = output.with_suffix(".onnx")
+            if onnx_out == output:
+                raise errors.UsageError(
+                    f"-o {output} names an ONNX file; convert writes an engine",
+                    hint="use an engine path such as -o model.engine, or 'dcnconvert rewrite' for ONNX only",
+                )
+            check_output_path(model, onnx_out)
+            new_model, payload = rewrite_in_memory(model, target, False)
+            save_model_timed(new_model, onnx_out)
+            raise_missing = errors.MissingDependencyError(
+                f"building the engine {output} needs TensorRT, which this installation cannot use ({why}); "
+                f"the rewritten model was written to {onnx_out}",
+                hint="install TensorRT (pip install 'dcnconvert[trt]') on a machine with an NVIDIA GPU",
+            )
+            raise attach_payload(raise_missing, payload)
+
+        run_command("convert", json_mode, work, render=format_summary, inputs={"model": str(model)})
+
+
+def _register_engine_commands(group: click.Group) -> None:
+    """Add ``build``/``convert``/``verify``/``plugin-path`` from :mod:`dcnconvert.cli_engine`."""
+    if importlib.util.find_spec("dcnconvert.cli_engine") is None:
+        _convert_placeholder(group, "dcnconvert.cli_engine is not installed")
+        return
+    cli_engine = importlib.import_module("dcnconvert.cli_engine")
+    cli_engine.register(group)
+
+
+_register_engine_commands(cli)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``dcnconvert``)."""
+    cli.main(args=argv, prog_name="dcnconvert")
+
+
+__all__ = ["cli", "main"]

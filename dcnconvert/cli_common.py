@@ -1,0 +1,362 @@
+"""Machinery shared by every dcnconvert command (``cli.py`` and ``cli_engine.py``).
+
+A command looks like this::
+
+    @group.command()
+    @click.argument("model", type=click.Path(dir_okay=False))
+    @click.option("-o", "--output", required=True)
+    @common_options
+    def rewrite(model, output, json_mode):
+        '''Help text.'''
+        def work():
+            with timed("rewrite"):
+                ...
+            return {"inputs": {"model": model}, "outputs": {"onnx": output}, "rewrite": {...}}
+        run_command("rewrite", json_mode, work, render=lambda p: ...)
+
+:func:`common_options` adds ``-v/--verbose`` and ``-q/--quiet`` (counted; stored in the click
+context, not passed to the function) and ``--json`` (passed as ``json_mode``).
+
+:func:`run_command` sets up logging on stderr, runs ``fn()`` with ``sys.stdout`` pointed at stderr
+(so that no library can write into the JSON stream), catches :class:`DcnConvertError` once, prints
+``error: ...`` and ``hint: ...`` on stderr (the traceback only with ``-vv``), prints the one JSON
+object on stdout with ``--json`` (or ``render(result)`` without it) and exits with the error's exit
+code. Unexpected exceptions are bugs: their traceback is always printed, and the exit code is 1.
+
+Inside ``fn``: :func:`timed` records a step's seconds in ``timings``; warnings logged on the
+``dcnconvert`` (or Polygraphy) logger are collected into ``warnings``; :func:`add_output` /
+:func:`add_input` record files; :func:`attach_payload` puts data (e.g. per-output errors of a failed
+verification) into the JSON object of a command that fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dcnconvert import errors, log
+from dcnconvert.report import CommandResult, dumps, rewrite_report_to_dict
+
+__all__ = [
+    "add_input",
+    "add_output",
+    "add_warning",
+    "attach_payload",
+    "check_output_path",
+    "common_options",
+    "current_result",
+    "error_lines",
+    "load_model_timed",
+    "rewrite_in_memory",
+    "run_command",
+    "save_model_timed",
+    "timed",
+]
+
+_META_VERBOSE = "dcnconvert.verbose"
+_META_QUIET = "dcnconvert.quiet"
+_META_JSON = "dcnconvert.json"
+
+_CURRENT: contextvars.ContextVar[CommandResult | None] = contextvars.ContextVar(
+    "dcnconvert_current_result", default=None
+)
+
+
+def _store(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        ctx.meta[key] = value
+        return value
+
+    return callback
+
+
+def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``-v/--verbose``, ``-q/--quiet`` (counted) and ``--json`` (as ``json_mode``) to a command."""
+    func = click.option(
+        "--json",
+        "json_mode",
+        is_flag=True,
+        default=False,
+        callback=_store(_META_JSON),
+        help="Print one JSON object on stdout (logs stay on stderr).",
+    )(func)
+    func = click.option(
+        "-q",
+        "--quiet",
+        count=True,
+        expose_value=False,
+        callback=_store(_META_QUIET),
+        help="Less logging on stderr (-q: warnings, -qq: errors only).",
+    )(func)
+    func = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        expose_value=False,
+        callback=_store(_META_VERBOSE),
+        help="More logging on stderr (-v: details, -vv: tracebacks and Polygraphy verbose).",
+    )(func)
+    return func
+
+
+def current_result() -> CommandResult | None:
+    """The :class:`CommandResult` of the command running now (``None`` outside :func:`run_command`)."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def timed(step: str, message: str | None = None) -> Iterator[None]:
+    """Time a step: its seconds go into ``timings[step]`` of the running command.
+
+    Args:
+        step: key in ``timings`` (repeated steps add up).
+        message: if given, logged at INFO before (``message...``) and after (``message: 1.23 s``).
+    """
+    logger = log.get_logger()
+    if message:
+        logger.info("%s...", message)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - start
+        result = _CURRENT.get()
+        if result is not None:
+            result.timings[step] = result.timings.get(step, 0.0) + seconds
+        if message:
+            logger.info("%s: %.2f s", message, seconds)
+        else:
+            logger.debug("%s: %.3f s", step, seconds)
+
+
+def add_input(role: str, value: Any) -> None:
+    """Record an input (``role`` -> path or description) in the running command's result."""
+    result = _CURRENT.get()
+    if result is not None:
+        result.inputs[role] = value
+
+
+def add_output(role: str, path: Any) -> None:
+    """Record a file written by the running command (call it after the file is in place)."""
+    result = _CURRENT.get()
+    if result is not None:
+        result.outputs[role] = path
+
+
+def add_warning(message: str) -> None:
+    """Log a warning on stderr and record it in the running command's ``warnings``."""
+    log.get_logger().warning("%s", message)
+
+
+def attach_payload(error: errors.DcnConvertError, payload: Mapping[str, Any]) -> errors.DcnConvertError:
+    """Attach data to an error so that :func:`run_command` puts it into the JSON object.
+
+    Example: ``raise attach_payload(AccuracyError("output 'y' differs", hint=...), {"comparison": rows})``.
+    """
+    existing = dict(getattr(error, "payload", None) or {})
+    existing.update(payload)
+    error.payload = existing  # type: ignore[attr-defined]
+    return error
+
+
+def error_lines(error: BaseException) -> list[str]:
+    """The ``error: ...`` / ``hint: ...`` lines printed for an error."""
+    lines = [f"error: {error}"]
+    hint = getattr(error, "hint", None)
+    if hint:
+        lines.append(f"hint: {hint}")
+    return lines
+
+
+class _WarningCollector(logging.Handler):
+    def __init__(self, result: CommandResult):
+        super().__init__(level=logging.WARNING)
+        self.result = result
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno == logging.WARNING:
+            self.result.add_warning(record.getMessage())
+
+
+def _echo_err(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def run_command(
+    name: str,
+    json_mode: bool | None,
+    fn: Callable[[], Mapping[str, Any] | None],
+    *,
+    render: Callable[[dict[str, Any]], str | None] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run one command's work with dcnconvert's logging, error and output conventions.
+
+    Args:
+        name: command name, as in the JSON ``command`` key.
+        json_mode: print the JSON object on stdout; ``None`` reads ``--json`` from the click context.
+        fn: the work; returns a payload dict merged into the result (see ``CommandResult.merge``).
+        render: text for stdout in non-JSON mode, from the JSON-ready result dict; ``None`` prints
+            nothing on stdout.
+        inputs: recorded as the result's ``inputs`` before ``fn`` runs (so they appear on failure).
+
+    Returns:
+        The JSON-ready result dict, when the command succeeded (exit code 0). On failure this
+        function exits (``SystemExit`` / click's ``Exit``) with the error's exit code.
+    """
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    if json_mode is None:
+        json_mode = bool(meta.get(_META_JSON, False))
+    log.setup_logging(int(meta.get(_META_VERBOSE, 0) or 0), int(meta.get(_META_QUIET, 0) or 0))
+    logger = log.get_logger()
+
+    result = CommandResult(command=name, inputs=dict(inputs or {}))
+    token = _CURRENT.set(result)
+    collector = _WarningCollector(result)
+    watched = [logging.getLogger(log.LOGGER_NAME), logging.getLogger("Polygraphy")]
+    for lg in watched:
+        lg.addHandler(collector)
+    real_stdout = sys.stdout
+    start = time.perf_counter()
+    try:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                payload = fn()
+            result.merge(payload)
+        except errors.DcnConvertError as exc:
+            result.exit_code = exc.exit_code
+            result.errors.append(exc.to_dict())
+            result.merge(getattr(exc, "payload", None))
+            for line in error_lines(exc):
+                _echo_err(line)
+            if log.show_tracebacks():
+                _echo_err(traceback.format_exc().rstrip())
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException as exc:
+            # A usage problem detected inside the command (an option combination, a bad value).
+            result.exit_code = exc.exit_code
+            kind = "UsageError" if isinstance(exc, click.UsageError) else "Error"
+            result.errors.append({"type": kind, "message": exc.format_message(), "hint": None,
+                                  "node": None, "exit_code": exc.exit_code})
+            _echo_err(f"error: {exc.format_message()}")
+        except KeyboardInterrupt:
+            result.exit_code = 130
+            result.errors.append({"type": "KeyboardInterrupt", "message": "interrupted", "hint": None,
+                                  "node": None, "exit_code": 130})
+            _echo_err("error: interrupted")
+        except Exception as exc:  # noqa: BLE001  (a bug: keep the traceback, honour the JSON contract)
+            result.exit_code = errors.EXIT_ERROR
+            result.errors.append({"type": "InternalError", "message": f"{type(exc).__name__}: {exc}",
+                                  "hint": "this is a bug in dcnconvert; please report it with the "
+                                          "traceback above", "node": None,
+                                  "exit_code": errors.EXIT_ERROR})
+            _echo_err(traceback.format_exc().rstrip())
+            _echo_err(f"error: internal error: {type(exc).__name__}: {exc}")
+    finally:
+        for lg in watched:
+            lg.removeHandler(collector)
+        _CURRENT.reset(token)
+    result.timings["total"] = time.perf_counter() - start
+    obj = result.to_dict()
+
+    if json_mode:
+        real_stdout.write(dumps(obj) + "\n")
+        real_stdout.flush()
+    elif result.ok and render is not None:
+        text = render(obj)
+        if text:
+            click.echo(text, file=real_stdout)
+    if result.exit_code != 0:
+        logger.debug("exit code %d", result.exit_code)
+        if ctx is not None:
+            ctx.exit(result.exit_code)
+        sys.exit(result.exit_code)
+    return obj
+
+
+# --------------------------------------------------------------------------------------------
+# model I/O steps shared by the commands
+# --------------------------------------------------------------------------------------------
+
+
+def check_output_path(model: Path, output: Path, option: str = "-o") -> None:
+    """Refuse an output path that is the input, a folder, or in a folder that does not exist.
+
+    Raises:
+        UsageError: ``output`` is the input model (the input is never modified).
+        OutputError: the output's folder does not exist or ``output`` is a directory.
+    """
+    same = os.path.realpath(model) == os.path.realpath(output)
+    if not same and output.exists():
+        try:
+            same = os.path.samefile(model, output)
+        except OSError:
+            same = False
+    if same:
+        raise errors.UsageError(
+            f"{option} {output} is the input model; dcnconvert never overwrites its input",
+            hint=f"write to another file, e.g. {option} {output.with_name(output.stem + '.out' + output.suffix)}",
+        )
+    if output.is_dir():
+        raise errors.OutputError(f"output path {output} is a directory", hint="give a file name")
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise errors.OutputError(
+            f"the folder of the output {output} does not exist", hint=f"create it first: mkdir -p {parent}"
+        )
+
+
+def load_model_timed(model: Path) -> Any:
+    """``onnx_io.load_model`` with a ``load`` timing and an INFO line."""
+    from dcnconvert import onnx_io
+
+    with timed("load", f"Loading {model}"):
+        return onnx_io.load_model(model)
+
+
+def save_model_timed(proto: Any, output: Path, role: str = "onnx") -> None:
+    """``onnx_io.save_model`` (atomic) with a ``save`` timing; records ``outputs[role]``."""
+    from dcnconvert import onnx_io
+
+    with timed("save", f"Saving {output}"):
+        onnx_io.save_model(proto, output)
+    add_output(role, str(output))
+
+
+def rewrite_in_memory(model_path: Path, target: str, require_match: bool) -> tuple[Any, dict[str, Any]]:
+    """Load ``model_path`` and rewrite it; returns ``(model, payload)``.
+
+    A model without DCN nodes gives a warning (``NoMatchError`` with ``require_match``).
+    """
+    from dcnconvert import rewrite as rewrite_mod
+
+    proto = load_model_timed(model_path)
+    with timed("rewrite", f"Rewriting for target '{target}'"):
+        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match)
+    info = rewrite_report_to_dict(rep)
+    if not info["matches"]:
+        if require_match:
+            raise errors.NoMatchError(
+                f"no deformable convolution node found in {model_path}",
+                hint="check the model with 'dcnconvert inspect'; drop --require-match to accept models without DCN",
+            )
+        add_warning(f"no deformable convolution node found in {model_path}; the model is written unchanged")
+    for text in info["warnings"]:
+        add_warning(text)
+    log.get_logger().info(
+        "%d DCN node(s) found, %d rewritten, %d skipped",
+        len(info["matches"]), len(info["rewritten"]), len(info["skipped"]),
+    )
+    return new_model, {"rewrite": info}
