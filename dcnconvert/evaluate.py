@@ -1,0 +1,261 @@
+"""Run an ONNX graph that contains dcnconvert plugin nodes, on the CPU, without TensorRT.
+
+Plugin nodes (op_type ``ModulatedDeformConv2d`` in the ``dcnconvert`` domain, inputs
+``x, offset, mask, weight[, bias]``) are computed by :mod:`dcnconvert.reference` in float64 and cast
+back to the dtype of their ``x`` input. Everything else runs on one of two backends:
+
+``"reference"`` (default)
+    ``onnx.reference.ReferenceEvaluator`` with the plugin registered through ``new_ops``. It is
+    independent of ONNX Runtime (so comparing its result with ORT's on the standard model tests two
+    separate implementations), runs every ONNX op in the dtype the graph says (FP16 stays FP16), and
+    needs no graph surgery. It is slow for large tensors (pure Python/NumPy per op).
+
+``"onnxruntime"``
+    The graph is cut at the plugin nodes: each maximal run of ordinary nodes becomes a small model run
+    by ONNX Runtime (CPUExecutionProvider), each plugin node runs in NumPy in between. Fast, but ORT's
+    CPU provider computes FP16 nodes that lack an FP16 kernel in FP32 (it inserts casts).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from dcnconvert import schema
+from dcnconvert.errors import ModelError, UsageError
+from dcnconvert.reference import modulated_deform_conv2d
+
+__all__ = ["BACKENDS", "run_model", "is_plugin_node", "plugin_node_forward"]
+
+BACKENDS = ("reference", "onnxruntime")
+
+
+def is_plugin_node(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is a dcnconvert plugin node (``ModulatedDeformConv2d`` in the plugin domain)."""
+    return node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
+
+
+def _pair(attrs: Mapping[str, object], name: str, default: Sequence[int]) -> tuple:
+    value = attrs.get(name, default)
+    if isinstance(value, (int, np.integer)):
+        return (int(value), int(value))
+    return tuple(int(v) for v in value)  # type: ignore[union-attr]
+
+
+def plugin_node_forward(inputs: Sequence[Optional[np.ndarray]], attrs: Mapping[str, object]) -> np.ndarray:
+    """Compute one plugin node from its inputs and attributes (as Python values).
+
+    Args:
+        inputs: ``x, offset, mask, weight[, bias]``; a missing bias may be ``None``.
+        attrs: the node's attributes by name (``stride``, ``padding``, ... as in :mod:`dcnconvert.schema`).
+
+    Returns:
+        The output, in the dtype of ``x`` (computed in float64).
+    """
+    if len(inputs) not in (4, 5) or any(v is None for v in inputs[:4]):
+        raise ModelError(
+            f"a {schema.PLUGIN_NAME} node needs inputs x, offset, mask, weight[, bias]; got {len(inputs)} inputs"
+        )
+    x = np.asarray(inputs[0])
+    bias = inputs[4] if len(inputs) == 5 else None
+    out = modulated_deform_conv2d(
+        x,
+        inputs[1],
+        inputs[2],
+        inputs[3],
+        bias,
+        stride=_pair(attrs, schema.ATTR_STRIDE, (1, 1)),
+        padding=_pair(attrs, schema.ATTR_PADDING, (0, 0)),
+        dilation=_pair(attrs, schema.ATTR_DILATION, (1, 1)),
+        group=int(attrs.get(schema.ATTR_GROUP, 1)),  # type: ignore[arg-type]
+        deformable_group=int(attrs.get(schema.ATTR_DEFORMABLE_GROUP, 1)),  # type: ignore[arg-type]
+    )
+    return out.astype(x.dtype)
+
+
+def _node_attrs(node: onnx.NodeProto) -> Dict[str, object]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _plugin_op_class():
+    from onnx.reference.op_run import OpRun
+
+    class ModulatedDeformConv2d(OpRun):  # name must equal the op_type
+        op_domain = schema.PLUGIN_DOMAIN
+
+        def _run(self, *inputs, **attrs):  # noqa: D401 - OpRun protocol
+            node_attrs = _node_attrs(self.onnx_node)
+            return (plugin_node_forward(list(inputs), node_attrs),)
+
+    return ModulatedDeformConv2d
+
+
+def _check_feeds(graph: onnx.GraphProto, feeds: Mapping[str, np.ndarray]) -> None:
+    initializers = {init.name for init in graph.initializer}
+    missing = [i.name for i in graph.input if i.name not in feeds and i.name not in initializers]
+    if missing:
+        raise UsageError(f"no value given for graph input(s) {missing}", hint="pass a feed for every graph input")
+    unknown = sorted(set(feeds) - {i.name for i in graph.input})
+    if unknown:
+        raise UsageError(f"feeds {unknown} are not graph inputs", hint=f"inputs: {[i.name for i in graph.input]}")
+
+
+def run_model(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    backend: str = "reference",
+    output_names: Optional[Iterable[str]] = None,
+) -> Dict[str, np.ndarray]:
+    """Run ``model`` (which may contain dcnconvert plugin nodes) on ``feeds``.
+
+    Args:
+        model: the model; not modified.
+        feeds: a value for every graph input that has no initializer, by name.
+        backend: ``"reference"`` (onnx.reference.ReferenceEvaluator) or ``"onnxruntime"`` for the
+            non-plugin nodes; see the module docstring.
+        output_names: which outputs to return (default: every graph output).
+
+    Returns:
+        ``{output name: array}``; plugin outputs have the dtype of the plugin's ``x`` input.
+
+    Raises:
+        UsageError: a bad backend name, missing or unknown feeds.
+        ModelError: a plugin node nested in a subgraph (onnxruntime backend) or with bad inputs.
+    """
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}", hint=f"use one of {', '.join(BACKENDS)}")
+    _check_feeds(model.graph, feeds)
+    names = list(output_names) if output_names is not None else [o.name for o in model.graph.output]
+    if backend == "reference":
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model, new_ops=[_plugin_op_class()])
+        results = evaluator.run(names, dict(feeds))
+        return dict(zip(names, results))
+    return _run_split(model, feeds, names)
+
+
+# --------------------------------------------------------------------------------------------------
+# ONNX Runtime backend: cut the graph at the plugin nodes.
+
+
+def _subgraph_inputs(graph: onnx.GraphProto) -> Set[str]:
+    """Names a (sub)graph reads from the enclosing scope (inputs of its nodes not produced inside)."""
+    produced = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    used: Set[str] = set()
+    for node in graph.node:
+        used |= _node_reads(node)
+        produced |= set(node.output)
+    return used - produced
+
+
+def _node_reads(node: onnx.NodeProto) -> Set[str]:
+    reads = {name for name in node.input if name}
+    for attr in node.attribute:
+        subgraphs = ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else []) + list(attr.graphs)
+        for sub in subgraphs:
+            for inner in sub.node:
+                if is_plugin_node(inner):
+                    raise ModelError(
+                        f"plugin node '{inner.name}' sits inside a subgraph of '{node.name}'",
+                        hint="use backend='reference'",
+                    )
+            reads |= _subgraph_inputs(sub)
+    return reads
+
+
+def _run_segment(
+    model: onnx.ModelProto,
+    nodes: List[onnx.NodeProto],
+    known: Dict[str, np.ndarray],
+    initializers: Dict[str, onnx.TensorProto],
+    wanted: Set[str],
+) -> None:
+    import onnxruntime as ort
+
+    produced: Set[str] = set()
+    reads: List[str] = []
+    for node in nodes:
+        for name in sorted(_node_reads(node)):
+            if name not in produced and name not in reads:
+                reads.append(name)
+        produced |= {o for o in node.output if o}
+    outputs = [name for node in nodes for name in node.output if name in wanted]
+    if not outputs:
+        return
+    graph_inputs, graph_inits = [], []
+    for name in reads:
+        if name in known:
+            arr = known[name]
+            elem = helper.np_dtype_to_tensor_dtype(arr.dtype)
+            graph_inputs.append(helper.make_tensor_value_info(name, elem, arr.shape))
+        elif name in initializers:
+            graph_inits.append(initializers[name])
+        else:
+            raise ModelError(f"tensor '{name}' is read before it is produced (graph not topologically sorted)")
+    graph = helper.make_graph(
+        nodes,
+        "segment",
+        graph_inputs,
+        [onnx.ValueInfoProto(name=name) for name in outputs],
+        initializer=graph_inits,
+        value_info=[vi for vi in model.graph.value_info if vi.name in produced],
+    )
+    seg = helper.make_model(
+        graph,
+        opset_imports=[o for o in model.opset_import if o.domain != schema.PLUGIN_DOMAIN],
+        ir_version=model.ir_version,
+    )
+    seg.functions.extend(model.functions)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(seg.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: known[i.name] for i in graph_inputs}
+    for name, value in zip(outputs, session.run(outputs, feeds)):
+        known[name] = value
+
+
+def _run_split(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], names: List[str]) -> Dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    graph = model.graph
+    initializers = {init.name: init for init in graph.initializer}
+    known: Dict[str, np.ndarray] = {k: np.asarray(v) for k, v in feeds.items()}
+    # Every tensor that something after its producer (or the caller) needs.
+    needed_later: Set[str] = set(names)
+    for node in graph.node:
+        needed_later |= _node_reads(node)
+    segment: List[onnx.NodeProto] = []
+    for node in graph.node:
+        if not is_plugin_node(node):
+            segment.append(node)
+            continue
+        _run_segment(model, segment, known, initializers, needed_later)
+        segment = []
+        values: List[Optional[np.ndarray]] = []
+        for name in node.input:
+            if not name:
+                values.append(None)
+            elif name in known:
+                values.append(known[name])
+            elif name in initializers:
+                values.append(numpy_helper.to_array(initializers[name]))
+            else:
+                raise ModelError(f"input '{name}' of plugin node '{node.name}' has no value")
+        if len(values) == 5 and values[4] is None:
+            values = values[:4]
+        known[node.output[0]] = plugin_node_forward(values, _node_attrs(node))
+    _run_segment(model, segment, known, initializers, needed_later)
+    out = {}
+    for name in names:
+        if name in known:
+            out[name] = known[name]
+        elif name in initializers:
+            out[name] = numpy_helper.to_array(initializers[name])
+        else:
+            raise ModelError(f"output '{name}' was not computed")
+    return out
