@@ -1,0 +1,291 @@
+"""Any DCN form -> standard ONNX ``DeformConv`` that ONNX Runtime runs (the ``reference`` command).
+
+Pipeline: :func:`dcnconvert.rewrite.rewrite_model` turns every DCN form (mmcv, mmdeploy, TAO,
+CenterNet, Paddle2ONNX, standard ``DeformConv`` with asymmetric pads, already rewritten plugin nodes of
+either target, ...) into canonical plugin nodes; :func:`plugin_model_to_standard` then turns each plugin
+node into ``DeformConv`` (inputs ``X, W, offset, B, mask``; attributes ``strides``, ``pads``
+``[ph, pw, ph, pw]``, ``dilations``, ``group``, ``offset_group``, ``kernel_shape``).
+
+``DeformConv`` exists from default-domain opset 19 on. A model below 19 is raised to 19 with
+``onnx.version_converter`` *while the DCN nodes are still plugin nodes in their own domain* (the
+converter passes custom-domain nodes through, but has no adapter for a ``DeformConv`` below 19), with
+large initializers held aside during the conversion so that it neither copies the weights nor hits the
+2 GB protobuf limit. The IR version is raised to at least 9 (what opset 19 needs). Unused custom
+domain imports are dropped and the result passes ``onnx.checker``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Dict, Iterator, List, Optional, Set
+
+import onnx
+from onnx import helper
+
+from dcnconvert import schema
+from dcnconvert.errors import ModelError, UnsupportedNodeError
+
+__all__ = [
+    "STANDARD_OPSET",
+    "MIN_IR_VERSION",
+    "to_standard_model",
+    "plugin_model_to_standard",
+    "raise_default_opset",
+]
+
+#: Lowest default-domain opset that has ``DeformConv``.
+STANDARD_OPSET = 19
+#: IR version that goes with opset 19.
+MIN_IR_VERSION = 9
+#: Initializers larger than this (bytes) are held aside during the opset conversion.
+_HOLD_ASIDE_BYTES = 1024
+_HELD_LOCATION = "__dcnconvert_held_aside__"
+#: Models larger than this are checked with their weights held aside (protobuf's 2 GB limit).
+_CHECKER_LIMIT_BYTES = 2**31 - 2**20
+
+
+def to_standard_model(model: onnx.ModelProto, *, target_opset: Optional[int] = None) -> onnx.ModelProto:
+    """Turn every DCN node of ``model`` (any source form, or plugin nodes) into standard ``DeformConv``.
+
+    Args:
+        model: the model; not modified.
+        target_opset: default-domain opset of the result when the model's is lower
+            (default :data:`STANDARD_OPSET`); a model already at or above it keeps its opset.
+
+    Returns:
+        A new model that ONNX Runtime (>= 1.25, CPUExecutionProvider) runs. A model without DCN nodes
+        comes back unchanged (a copy).
+
+    Raises:
+        UnsupportedNodeError, ValidationError: from the rewrite (a DCN node that cannot be converted).
+        ModelError: the opset conversion failed or the result does not pass the ONNX checker.
+    """
+    from dcnconvert.rewrite import rewrite_model
+
+    canonical, _report = rewrite_model(model, target=schema.DEFAULT_TARGET)
+    return plugin_model_to_standard(canonical, target_opset=target_opset)
+
+
+def _is_plugin(node: onnx.NodeProto) -> bool:
+    return node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph nested in its nodes' attributes."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            for sub in attr.graphs:
+                yield from _graphs(sub)
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return 1
+
+
+def _hold_aside(model: onnx.ModelProto) -> Dict[str, onnx.TensorProto]:
+    """Replace large top-level initializers by data-less stand-ins; return the originals by name."""
+    held: Dict[str, onnx.TensorProto] = {}
+    for init in model.graph.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL or init.ByteSize() <= _HOLD_ASIDE_BYTES:
+            continue
+        original = onnx.TensorProto()
+        original.CopyFrom(init)
+        held[init.name] = original
+        stand_in = onnx.TensorProto(name=init.name, data_type=init.data_type, dims=init.dims)
+        stand_in.data_location = onnx.TensorProto.EXTERNAL
+        stand_in.external_data.add(key="location", value=_HELD_LOCATION)
+        init.CopyFrom(stand_in)
+    return held
+
+
+def _restore(model: onnx.ModelProto, held: Dict[str, onnx.TensorProto]) -> None:
+    for init in model.graph.initializer:
+        original = held.get(init.name)
+        if original is not None:
+            init.CopyFrom(original)
+    left = [
+        i.name
+        for i in model.graph.initializer
+        if any(e.key == "location" and e.value == _HELD_LOCATION for e in i.external_data)
+    ]
+    if left:
+        raise ModelError(f"internal error: initializers {left[:5]} lost their data during the opset conversion")
+
+
+def raise_default_opset(model: onnx.ModelProto, opset: int = STANDARD_OPSET) -> onnx.ModelProto:
+    """Convert ``model`` to default-domain ``opset`` with ``onnx.version_converter`` (no-op if already there).
+
+    Custom-domain nodes pass through unchanged. Large initializers are held aside during the conversion.
+
+    Raises:
+        ModelError: the converter has no adapter for some op (the message names it).
+    """
+    from onnx import version_converter
+
+    current = _default_opset(model)
+    if current >= opset:
+        return model
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    held = _hold_aside(work)
+    try:
+        converted = version_converter.convert_version(work, opset)
+    except Exception as exc:  # the C++ converter raises RuntimeError/ValidationError with its text
+        raise ModelError(
+            f"cannot convert the model from opset {current} to opset {opset} (needed by DeformConv): {exc}",
+            hint=f"re-export the model at opset >= {opset}",
+        ) from exc
+    _restore(converted, held)
+    return converted
+
+
+def _initializer_dims(graph: onnx.GraphProto) -> Dict[str, List[int]]:
+    dims: Dict[str, List[int]] = {}
+    for sub in _graphs(graph):
+        for init in sub.initializer:
+            dims[init.name] = list(init.dims)
+        for node in sub.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attr in node.attribute:
+                    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+                        dims[node.output[0]] = list(attr.t.dims)
+        for vi in list(sub.value_info) + list(sub.input):
+            shape = vi.type.tensor_type.shape
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                if all(d.HasField("dim_value") for d in shape.dim):
+                    dims.setdefault(vi.name, [d.dim_value for d in shape.dim])
+    return dims
+
+
+def _pair_attr(attrs: Dict[str, object], name: str, node: onnx.NodeProto) -> List[int]:
+    value = attrs.get(name)
+    if isinstance(value, int):
+        return [value, value]
+    if not isinstance(value, list) or len(value) != 2:
+        raise ModelError(
+            f"plugin node '{node.name}': attribute '{name}' must be INTS [h, w], got {value!r}",
+            hint="rewrite the model with 'dcnconvert rewrite' first",
+            node=node.name,
+        )
+    return [int(v) for v in value]
+
+
+def _deform_conv_node(node: onnx.NodeProto, weight_dims: Dict[str, List[int]]) -> onnx.NodeProto:
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if len(node.input) not in (4, 5) or not all(node.input[:4]):
+        raise ModelError(
+            f"plugin node '{node.name}' has inputs {list(node.input)}; expected x, offset, mask, weight[, bias]",
+            node=node.name,
+        )
+    if len(node.output) != 1:
+        raise ModelError(f"plugin node '{node.name}' must have exactly one output", node=node.name)
+    stride = _pair_attr(attrs, schema.ATTR_STRIDE, node)
+    padding = _pair_attr(attrs, schema.ATTR_PADDING, node)
+    dilation = _pair_attr(attrs, schema.ATTR_DILATION, node)
+    group = int(attrs.get(schema.ATTR_GROUP, 1))  # type: ignore[arg-type]
+    deformable_group = int(attrs.get(schema.ATTR_DEFORMABLE_GROUP, 1))  # type: ignore[arg-type]
+    x, offset, mask, weight = node.input[:4]
+    bias = node.input[4] if len(node.input) == 5 else ""
+    extra = {}
+    dims = weight_dims.get(weight)
+    if dims is not None:
+        if len(dims) != 4:
+            raise UnsupportedNodeError(
+                f"plugin node '{node.name}': weight '{weight}' has shape {dims}; only 2-D DCN (4-D weight) exists",
+                node=node.name,
+            )
+        extra["kernel_shape"] = [int(dims[2]), int(dims[3])]
+    return helper.make_node(
+        "DeformConv",
+        [x, weight, offset, bias, mask],
+        list(node.output),
+        name=node.name,
+        strides=stride,
+        pads=[padding[0], padding[1], padding[0], padding[1]],
+        dilations=dilation,
+        group=group,
+        offset_group=deformable_group,
+        **extra,
+    )
+
+
+def _used_domains(model: onnx.ModelProto) -> Set[str]:
+    used: Set[str] = set()
+    for sub in _graphs(model.graph):
+        used |= {n.domain for n in sub.node}
+    for function in model.functions:
+        used.add(function.domain)
+        used |= {n.domain for n in function.node}
+    return used
+
+
+def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: Optional[int] = None) -> onnx.ModelProto:
+    """Replace every dcnconvert plugin node of ``model`` by standard ONNX ``DeformConv``.
+
+    Args:
+        model: a model whose DCN nodes are plugin nodes (``ModulatedDeformConv2d`` in the
+            ``dcnconvert`` domain, either target); not modified.
+        target_opset: default-domain opset to raise to when lower (default :data:`STANDARD_OPSET`).
+
+    Returns:
+        A new model; unchanged copy if it holds no plugin node.
+
+    Raises:
+        ModelError: bad plugin node, opset conversion failure, or a result that fails the checker.
+    """
+    opset = STANDARD_OPSET if target_opset is None else int(target_opset)
+    if opset < STANDARD_OPSET:
+        raise ModelError(f"target opset {opset} is below {STANDARD_OPSET}, the first with DeformConv")
+    if not any(_is_plugin(n) for g in _graphs(model.graph) for n in g.node):
+        return copy.deepcopy(model)
+    work = raise_default_opset(model, opset)
+    if work is model:
+        work = onnx.ModelProto()
+        work.CopyFrom(model)
+    weight_dims = _initializer_dims(work.graph)
+    for graph in _graphs(work.graph):
+        nodes = list(graph.node)
+        if not any(_is_plugin(n) for n in nodes):
+            continue
+        new_nodes = [_deform_conv_node(n, weight_dims) if _is_plugin(n) else n for n in nodes]
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+    used = _used_domains(work)
+    kept = [o for o in work.opset_import if o.domain in ("", "ai.onnx") or o.domain in used]
+    if len(kept) != len(work.opset_import):
+        del work.opset_import[:]
+        work.opset_import.extend(kept)
+    work.ir_version = max(int(work.ir_version), MIN_IR_VERSION)
+    _check(work)
+    return work
+
+
+def _check(model: onnx.ModelProto) -> None:
+    """Run onnx.checker.
+
+    A model over protobuf's 2 GB limit is checked as a weight-less copy saved in a temporary folder
+    (its held-aside initializers point at an empty file there, which is all the checker looks at).
+    """
+    import tempfile
+    from pathlib import Path
+
+    try:
+        if model.ByteSize() <= _CHECKER_LIMIT_BYTES:
+            onnx.checker.check_model(model)
+            return
+        light = onnx.ModelProto()
+        light.CopyFrom(model)
+        _hold_aside(light)
+        with tempfile.TemporaryDirectory(prefix="dcnconvert-check-") as folder:
+            (Path(folder) / _HELD_LOCATION).touch()
+            path = Path(folder) / "model.onnx"
+            path.write_bytes(light.SerializeToString())
+            onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as exc:
+        raise ModelError(f"the standard-ONNX model does not pass the ONNX checker: {exc}") from exc
