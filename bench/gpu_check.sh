@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# One-shot GPU check of the CUDA core (issue 3): build, GPU tests (slow >2^31 case included),
+# compute-sanitizer memcheck + racecheck over a reduced grid, FP16 accuracy measurement.
+# Writes logs under ${OUT:-./gpu_check_out}; prints a summary last. Exit status: number of failed steps.
+#
+#     bash bench/gpu_check.sh
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT="${OUT:-$PWD/gpu_check_out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PY="${PYTHON:-python3}"
+FAILED=0
+declare -a STEPS
+
+step() { # name, command...
+    local name="$1"; shift
+    local t0=$SECONDS
+    echo "=== $name: $*"
+    "$@"
+    local rc=$?
+    STEPS+=("$(printf '%-28s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
+    [[ $rc -ne 0 ]] && FAILED=$((FAILED + 1))
+    return 0
+}
+
+SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)"
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+    nvcc --version | tail -2
+    echo "compute-sanitizer: ${SANITIZER:-absent}"
+    $PY -c "import sys, numpy, cupy; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'cupy', cupy.__version__)"
+    $PY -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)" 2>&1 | tail -1
+} 2>&1 | tee "$OUT/env.txt"
+
+step "make core" bash -c "make core 2>&1 | tee '$OUT/build.log'"
+
+rm -f "$OUT/core_cases.jsonl"
+step "pytest core (all, slow too)" bash -c "DCN_CORE_SUMMARY='$OUT/core_cases.jsonl' $PY -m pytest -p no:cacheprovider -q -rs -m \"\" \
+    tests/test_core_gpu.py tests/test_core_build.py 2>&1 | tee '$OUT/pytest.log'; exit \${PIPESTATUS[0]}"
+
+if [[ -n "$SANITIZER" ]]; then
+    step "sanitizer memcheck" bash -c "'$SANITIZER' --tool memcheck --leak-check no --error-exitcode 9 \
+        $PY bench/core_sanitize.py > '$OUT/sanitizer.log' 2>&1; rc=\$?; tail -5 '$OUT/sanitizer.log'; exit \$rc"
+    step "sanitizer racecheck" bash -c "'$SANITIZER' --tool racecheck --racecheck-report all --error-exitcode 9 \
+        $PY bench/core_sanitize.py >> '$OUT/sanitizer.log' 2>&1; rc=\$?; tail -5 '$OUT/sanitizer.log'; exit \$rc"
+else
+    STEPS+=("compute-sanitizer absent: memcheck/racecheck NOT run")
+    FAILED=$((FAILED + 1))
+fi
+
+step "fp16 accuracy" bash -c "$PY bench/fp16_accuracy.py --json '$OUT/fp16_accuracy.json' 2>&1 | tee '$OUT/fp16_accuracy.log'; exit \${PIPESTATUS[0]}"
+
+{
+    echo
+    echo "=== summary of the GPU test grid (relative L2 error vs float64 reference; max over cases)"
+    $PY - "$OUT/core_cases.jsonl" <<'EOF'
+import collections, json, sys
+rows = collections.OrderedDict()
+try:
+    lines = open(sys.argv[1]).read().splitlines()
+except FileNotFoundError:
+    lines = []
+for line in lines:
+    e = json.loads(line)
+    key = (e["test"], e["dtype"])
+    r = rows.setdefault(key, {"runs": 0, "cases": set(), "rel_l2": 0.0, "max_rel": 0.0, "bound": e["bound"]})
+    r["runs"] += 1
+    r["cases"].add(e["case"])
+    r["rel_l2"] = max(r["rel_l2"], e["rel_l2"])
+    r["max_rel"] = max(r["max_rel"], e["max_abs_over_max_ref"])
+print(f"{'test':12s} {'dtype':9s} {'cases':>5s} {'runs':>5s} {'max relL2':>10s} {'max|err|/max|ref|':>18s} {'relL2 bound':>11s}")
+for (test, dtype), r in rows.items():
+    print(f"{test:12s} {dtype:9s} {len(r['cases']):5d} {r['runs']:5d} {r['rel_l2']:10.2e} {r['max_rel']:18.2e} {r['bound']:11.2e}")
+EOF
+    echo
+    echo "=== pytest"
+    tail -3 "$OUT/pytest.log" 2>/dev/null
+    echo "=== sanitizer"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|core_sanitize:" "$OUT/sanitizer.log" 2>/dev/null
+    echo "=== fp16 accuracy"
+    tail -8 "$OUT/fp16_accuracy.log" 2>/dev/null
+    echo "=== steps"
+    printf '%s\n' "${STEPS[@]}"
+    echo "failed steps: $FAILED"
+} 2>&1 | tee "$OUT/summary.txt"
+exit "$FAILED"

@@ -1,0 +1,333 @@
+/*
+ * dcnconvert: the simple (reference) DCNv2 forward kernel, an implicit GEMM on CUDA cores.
+ *
+ * Per group g the forward is a GEMM  out[m, p] = sum_k W[m, k] * S[k, p]  with
+ *   m in [0, Cout/group)             output channel within the group,
+ *   p in [0, N*Ho*Wo)                output pixel, the batch folded in,
+ *   k = c*kh*kw + i*kw + j           input channel within the group and kernel point,
+ *   S[k, p] = mask * bilinear0(x, sampling point)   computed on the fly (never stored).
+ *
+ * One block owns a BM x BN tile (channels x pixels) of one group and walks K in chunks of BK:
+ * its threads fill a shared FP32 tile of sampled values and a shared FP32 tile of weights, then
+ * each thread accumulates a TM x TN register block in FP32. Bias is added in the epilogue and the
+ * result is rounded once to the output type. Coordinates (integer part + FP32 fraction), bilinear
+ * weights and accumulation are FP32 for every element type; every element offset into x, offset, mask, weight and out is 64-bit.
+ *
+ * The per-row bookkeeping of a K chunk (channel, kernel point, deformable group) is the same for
+ * every pixel, so 16 threads compute it once per chunk into a double-buffered shared table while
+ * the other threads sample the current chunk.
+ */
+#ifndef DCN_SIMPLE_KERNEL_CUH
+#define DCN_SIMPLE_KERNEL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+namespace dcn
+{
+namespace simple
+{
+
+constexpr int kBM = 64;                 // output channels per block
+constexpr int kBN = 64;                 // output pixels per block
+constexpr int kBK = 16;                 // K per chunk
+constexpr int kThreads = 256;           // threads per block
+constexpr int kTM = 4;                  // channels per thread
+constexpr int kTN = 4;                  // pixels per thread
+constexpr int kAPad = 4;                // keeps float4 alignment of the weight tile rows
+constexpr int kRowsPerPass = kThreads / kBN; // K rows sampled per pass over the pixel columns
+
+static_assert(kBN * kBK == kThreads * (kBK / kRowsPerPass), "sampling split");
+static_assert((kBM / kTM) * (kBN / kTN) == kThreads, "register blocking");
+static_assert(kBK <= 32, "row table filled by one warp");
+
+template <typename T>
+__device__ __forceinline__ float toFloat(T v);
+template <>
+__device__ __forceinline__ float toFloat<float>(float v)
+{
+    return v;
+}
+template <>
+__device__ __forceinline__ float toFloat<__half>(__half v)
+{
+    return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float toFloat<__nv_bfloat16>(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T fromFloat(float v);
+template <>
+__device__ __forceinline__ float fromFloat<float>(float v)
+{
+    return v;
+}
+template <>
+__device__ __forceinline__ __half fromFloat<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__device__ __forceinline__ float ldf(T const* p)
+{
+    return toFloat<T>(__ldg(p));
+}
+
+/* Problem description as the kernel sees it (all derived on the host, no division left to do
+ * per launch). */
+struct KernelArgs
+{
+    int64_t n, c, h, w, cout, ho, wo;
+    int64_t hw;       // h * w
+    int64_t howo;     // ho * wo
+    int64_t pixels;   // n * ho * wo
+    int64_t cg;       // input channels per group
+    int64_t mg;       // output channels per group
+    int64_t kg;       // cg * kh * kw
+    int64_t cPerDg;   // input channels per deformable group
+    int64_t offsetN;  // elements of offset per image
+    int64_t maskN;    // elements of mask per image
+    int32_t kh, kw, kk; // kk = kh * kw
+    int32_t strideH, strideW, padH, padW, dilationH, dilationW;
+    int32_t withBias;
+};
+
+/* Bilinear sample of one input plane with zero padding, at (yBase + dy, xBase + dx).
+ * The integer part of the coordinate stays an integer: y0 = yBase + floor(dy) and the weight
+ * ly = dy - floor(dy) are exact in FP32 (the fractional part of a float is a float), so the
+ * sampling position carries no rounding however far from the origin it lies. The whole sample is
+ * 0 unless -1 < y < H and -1 < x < W; corners outside the plane read as 0. Non-finite or huge
+ * offsets give 0 and never form an index. */
+template <typename T>
+__device__ __forceinline__ float bilinear0(T const* plane, int64_t h, int64_t w, int32_t yBase, int32_t xBase,
+    float dy, float dx)
+{
+    constexpr float kFar = 1.0e9f; // beyond any valid extent (validated <= 2^24)
+    if (!(fabsf(dy) <= kFar && fabsf(dx) <= kFar))
+    {
+        return 0.0f;
+    }
+    float const fy = floorf(dy);
+    float const fx = floorf(dx);
+    int64_t const y0 = static_cast<int64_t>(yBase) + static_cast<int64_t>(fy);
+    int64_t const x0 = static_cast<int64_t>(xBase) + static_cast<int64_t>(fx);
+    float const ly = dy - fy;
+    float const lx = dx - fx;
+    // -1 < y0 + ly < h  and  -1 < x0 + lx < w, with ly, lx in [0, 1)
+    bool const yIn = (y0 >= 0 || (y0 == -1 && ly > 0.0f)) && y0 < h;
+    bool const xIn = (x0 >= 0 || (x0 == -1 && lx > 0.0f)) && x0 < w;
+    if (!(yIn && xIn))
+    {
+        return 0.0f;
+    }
+    int64_t const y1 = y0 + 1;
+    int64_t const x1 = x0 + 1;
+    float const hy = 1.0f - ly;
+    float const hx = 1.0f - lx;
+    bool const y0In = y0 >= 0;
+    bool const x0In = x0 >= 0;
+    bool const y1In = y1 < h;
+    bool const x1In = x1 < w;
+    float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f;
+    if (y0In && x0In)
+        v00 = ldf(plane + (y0 * w + x0));
+    if (y0In && x1In)
+        v01 = ldf(plane + (y0 * w + x1));
+    if (y1In && x0In)
+        v10 = ldf(plane + (y1 * w + x0));
+    if (y1In && x1In)
+        v11 = ldf(plane + (y1 * w + x1));
+    return hy * (hx * v00 + lx * v01) + ly * (hx * v10 + lx * v11);
+}
+
+/* grid: x = pixel tiles, y = channel tiles within a group, z = group. */
+template <typename T>
+__global__ void __launch_bounds__(kThreads) dcnSimpleForwardKernel(KernelArgs const a,
+    T const* __restrict__ x, T const* __restrict__ offset, T const* __restrict__ mask,
+    T const* __restrict__ weight, T const* __restrict__ bias, T* __restrict__ out)
+{
+    __shared__ __align__(16) float sW[kBK][kBM + kAPad]; // weights, [k][m]
+    __shared__ __align__(16) float sS[kBK][kBN];         // sampled values, [k][p]
+    // Per-K-row table for the chunk being sampled (double-buffered).
+    __shared__ int64_t rowX[2][kBK];  // element offset of the input channel plane within an image
+    __shared__ int32_t rowOff[2][kBK]; // offset channel of dy (dx is +1); -1 when k >= kg
+    __shared__ int32_t rowMask[2][kBK];
+    __shared__ int32_t rowDy[2][kBK]; // i * dilationH
+    __shared__ int32_t rowDx[2][kBK]; // j * dilationW
+
+    int const tid = threadIdx.x;
+    int64_t const g = blockIdx.z;
+    int64_t const m0 = static_cast<int64_t>(blockIdx.y) * kBM;
+    int64_t const p0 = static_cast<int64_t>(blockIdx.x) * kBN;
+
+    // Fills the row table for K rows [k0, k0 + kBK) into buffer b (threads 0..kBK-1).
+    auto fillRows = [&](int64_t k0, int b) {
+        if (tid < kBK)
+        {
+            int64_t const k = k0 + tid;
+            if (k < a.kg)
+            {
+                int64_t const cLocal = k / a.kk;
+                int32_t const kp = static_cast<int32_t>(k - cLocal * a.kk);
+                int32_t const i = kp / a.kw;
+                int32_t const j = kp - i * a.kw;
+                int64_t const cin = g * a.cg + cLocal;
+                int32_t const dg = static_cast<int32_t>(cin / a.cPerDg);
+                rowX[b][tid] = cin * a.hw;
+                rowOff[b][tid] = (dg * a.kk + kp) * 2;
+                rowMask[b][tid] = dg * a.kk + kp;
+                rowDy[b][tid] = i * a.dilationH;
+                rowDx[b][tid] = j * a.dilationW;
+            }
+            else
+            {
+                rowX[b][tid] = 0;
+                rowOff[b][tid] = -1;
+                rowMask[b][tid] = 0;
+                rowDy[b][tid] = 0;
+                rowDx[b][tid] = 0;
+            }
+        }
+    };
+
+    // This thread's sampling pixel (fixed over K).
+    int const sCol = tid % kBN;
+    int const sRow0 = tid / kBN;
+    int64_t const sp = p0 + sCol;
+    bool const sValid = sp < a.pixels;
+    T const* xImg = x;
+    T const* offPix = offset;
+    T const* maskPix = mask;
+    int32_t yBase = 0;
+    int32_t xBase = 0;
+    if (sValid)
+    {
+        int64_t const n = sp / a.howo;
+        int64_t const r = sp - n * a.howo;
+        int64_t const oy = r / a.wo;
+        int64_t const ox = r - oy * a.wo;
+        xImg = x + n * a.c * a.hw;
+        offPix = offset + n * a.offsetN + r;
+        maskPix = mask + n * a.maskN + r;
+        yBase = static_cast<int32_t>(oy * a.strideH - a.padH);
+        xBase = static_cast<int32_t>(ox * a.strideW - a.padW);
+    }
+
+    // Weight tile loader mapping: k fastest so a warp reads 16 consecutive weights of 2 rows.
+    int const wK = tid % kBK;
+    int const wM0 = tid / kBK;
+    constexpr int kWRowsPerPass = kThreads / kBK;
+
+    // Compute mapping: thread owns channels tm*4..tm*4+3 and pixels tn + 16*q.
+    int const tm = tid / (kBN / kTN);
+    int const tn = tid % (kBN / kTN);
+
+    float acc[kTM][kTN];
+#pragma unroll
+    for (int r = 0; r < kTM; ++r)
+#pragma unroll
+        for (int q = 0; q < kTN; ++q)
+            acc[r][q] = 0.0f;
+
+    fillRows(0, 0);
+    __syncthreads();
+
+    int buf = 0;
+    for (int64_t k0 = 0; k0 < a.kg; k0 += kBK)
+    {
+        // Weights of this chunk.
+#pragma unroll
+        for (int s = 0; s < kBM / kWRowsPerPass; ++s)
+        {
+            int const ml = wM0 + s * kWRowsPerPass;
+            int64_t const m = m0 + ml;
+            int64_t const k = k0 + wK;
+            float v = 0.0f;
+            if (m < a.mg && k < a.kg)
+            {
+                v = ldf(weight + ((g * a.mg + m) * a.kg + k));
+            }
+            sW[wK][ml] = v;
+        }
+        // Sampled values of this chunk.
+#pragma unroll
+        for (int s = 0; s < kBK / kRowsPerPass; ++s)
+        {
+            int const row = sRow0 + s * kRowsPerPass;
+            int32_t const oc = rowOff[buf][row];
+            float v = 0.0f;
+            if (sValid && oc >= 0)
+            {
+                float const dy = ldf(offPix + static_cast<int64_t>(oc) * a.howo);
+                float const dx = ldf(offPix + static_cast<int64_t>(oc + 1) * a.howo);
+                float const mk = ldf(maskPix + static_cast<int64_t>(rowMask[buf][row]) * a.howo);
+                v = mk
+                    * bilinear0(xImg + rowX[buf][row], a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row],
+                        dy, dx);
+            }
+            sS[row][sCol] = v;
+        }
+        // Row table of the next chunk, into the other buffer (read only after two barriers).
+        fillRows(k0 + kBK, buf ^ 1);
+        __syncthreads();
+
+#pragma unroll
+        for (int kk = 0; kk < kBK; ++kk)
+        {
+            float4 const wv = *reinterpret_cast<float4 const*>(&sW[kk][tm * kTM]);
+            float const wr[kTM] = {wv.x, wv.y, wv.z, wv.w};
+            float sv[kTN];
+#pragma unroll
+            for (int q = 0; q < kTN; ++q)
+                sv[q] = sS[kk][tn + q * (kBN / kTN)];
+#pragma unroll
+            for (int r = 0; r < kTM; ++r)
+#pragma unroll
+                for (int q = 0; q < kTN; ++q)
+                    acc[r][q] = fmaf(wr[r], sv[q], acc[r][q]);
+        }
+        __syncthreads();
+        buf ^= 1;
+    }
+
+    // Epilogue: bias in FP32, one rounding to T, coalesced along pixels.
+#pragma unroll
+    for (int q = 0; q < kTN; ++q)
+    {
+        int64_t const p = p0 + tn + q * (kBN / kTN);
+        if (p >= a.pixels)
+            continue;
+        int64_t const n = p / a.howo;
+        int64_t const r = p - n * a.howo;
+#pragma unroll
+        for (int rr = 0; rr < kTM; ++rr)
+        {
+            int64_t const m = m0 + tm * kTM + rr;
+            if (m >= a.mg)
+                continue;
+            int64_t const co = g * a.mg + m;
+            float v = acc[rr][q];
+            if (a.withBias)
+                v += ldf(bias + co);
+            out[(n * a.cout + co) * a.howo + r] = fromFloat<T>(v);
+        }
+    }
+}
+
+} // namespace simple
+} // namespace dcn
+
+#endif // DCN_SIMPLE_KERNEL_CUH

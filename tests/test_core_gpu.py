@@ -1,0 +1,603 @@
+"""The CUDA core (build/libdcnconvert_core.so) on a GPU against the float64 NumPy reference.
+
+CuPy holds the device buffers and calls ``dcnForward`` through :mod:`dcnconvert._core_ctypes`.
+Each case draws fresh seeded random inputs (never zeros), rounds them to the dtype under test and
+compares the output with ``dcnconvert.reference.modulated_deform_conv2d`` evaluated in float64 on
+the SAME rounded inputs. What remains is the core's own arithmetic (FP32 sampling, weights and
+accumulation) and the single rounding of the output to the dtype, hence the bounds:
+
+* FP32: ``||out - ref|| / ||ref|| <= 1e-5`` and ``max|out - ref| <= 2e-5 * max|ref|``
+  (FP32 accumulation over K <= 800 terms is ~1e-7 relative).
+* FP16 / BF16: elementwise ``|out - ref| <= u * |ref| + 1e-5 * max|ref| + 2^-24`` with the unit
+  roundoff u = 2^-11 (FP16) or 2^-8 (BF16): rounding v to the dtype moves it by at most u*|v|, the
+  FP32 part is covered by the 1e-5 * max|ref| term, and 2^-24 covers FP16 subnormals. This implies
+  a relative L2 error <= u + 1e-5 (4.98e-4 for FP16, 3.92e-3 for BF16), which is asserted too.
+
+Every run starts from a NaN-poisoned output followed by a guard region; afterwards no NaN may
+remain and the guard must be untouched. Set ``DCN_CORE_SUMMARY=<file>`` to append one JSON line per
+checked run (used by bench/gpu_check.sh for the summary table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dcnconvert import _core_ctypes as core
+
+REPO = Path(__file__).resolve().parents[1]
+GUARD = 4099  # elements after the output that must stay untouched
+
+U_FP16 = 2.0**-11
+U_BF16 = 2.0**-8
+FP32_REL_L2 = 1e-5
+FP32_MAX_REL = 2e-5
+FP32_PART = 1e-5  # allowance for the FP32 arithmetic in FP16/BF16 runs, relative to max|ref|
+
+DTYPES = {"float32": core.FLOAT32, "float16": core.FLOAT16, "bfloat16": core.BFLOAT16}
+
+
+# ----------------------------------------------------------------------------------------------
+# cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One DCN problem. Pairs are (h, w)."""
+
+    name: str
+    n: int
+    c: int
+    h: int
+    w: int
+    cout: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    group: int = 1
+    dg: int = 1
+    bias: bool = True
+    off_scale: float = 1.0
+    edge: bool = False  # offsets on a grid of halves: exact borders (y = -1, y = H - 1, ...)
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        return (
+            core.output_size(self.h, self.kernel[0], self.stride[0], self.padding[0], self.dilation[0]),
+            core.output_size(self.w, self.kernel[1], self.stride[1], self.padding[1], self.dilation[1]),
+        )
+
+
+FIXED_CASES: list[Case] = [
+    Case("spatial1x1", 1, 4, 1, 1, 4, (1, 1)),
+    Case("spatial1x1_k3_pad1", 2, 4, 1, 1, 6, (3, 3), padding=(1, 1), off_scale=0.4),
+    Case("g2_dg2_k3", 2, 8, 7, 9, 6, (3, 3), padding=(1, 1), group=2, dg=2, bias=False, off_scale=2.0),
+    Case("nonsquare_all", 3, 8, 16, 12, 8, (3, 3), (2, 1), (1, 2), (1, 2), group=4, dg=2, off_scale=3.0),
+    Case("k5_nonsquare", 4, 16, 13, 17, 8, (5, 5), (1, 2), (2, 1), (2, 1), dg=4, off_scale=4.0),
+    Case("k1x3", 1, 6, 10, 10, 4, (1, 3), padding=(0, 1), group=2, bias=False, off_scale=1.5),
+    Case("far_outside", 2, 4, 9, 5, 8, (3, 3), (3, 2), group=4, dg=4, off_scale=8.0),
+    Case("edges_exact", 2, 4, 6, 7, 4, (3, 3), padding=(2, 1), dg=2, edge=True),
+    Case("big_256", 1, 8, 256, 256, 16, (3, 3), padding=(1, 1), off_scale=2.0),
+    Case("big_256_s2_g4", 2, 8, 256, 200, 8, (3, 3), (2, 2), (1, 1), group=4, dg=4, off_scale=3.0),
+    Case("cout70_k27", 1, 3, 40, 48, 70, (3, 3), padding=(1, 1)),
+    Case("cout130_g2", 2, 32, 20, 20, 130, (3, 3), padding=(1, 1), group=2, dg=2),
+    Case("pad_bigger_than_input", 1, 2, 2, 3, 3, (3, 3), padding=(2, 2), dilation=(2, 1), off_scale=0.5),
+    Case("k1_s2_dg2", 1, 4, 5, 4, 4, (1, 1), (2, 2), dg=2, bias=False),
+]
+
+
+def _random_cases(count: int, seed: int) -> list[Case]:
+    rng = np.random.default_rng(seed)
+    cases: list[Case] = []
+    kernels = [(1, 1), (3, 3), (5, 5), (1, 3)]
+    while len(cases) < count:
+        group = int(rng.choice([1, 2, 4]))
+        dg = int(rng.choice([1, 2, 4]))
+        c = int(np.lcm(group, dg)) * int(rng.integers(1, 4))
+        cout = group * int(rng.integers(1, 6))
+        kernel = kernels[int(rng.integers(len(kernels)))]
+        stride = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        padding = (int(rng.integers(0, 4)), int(rng.integers(0, 4)))
+        dilation = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        h, w = int(rng.integers(1, 41)), int(rng.integers(1, 41))
+        case = Case(
+            f"rand{len(cases)}",
+            int(rng.integers(1, 5)),
+            c,
+            h,
+            w,
+            cout,
+            kernel,
+            stride,
+            padding,
+            dilation,
+            group,
+            dg,
+            bool(rng.integers(2)),
+            float(rng.choice([0.5, 2.0, 6.0])),
+        )
+        if min(case.out_hw) >= 1:
+            cases.append(case)
+    return cases
+
+
+CASES: list[Case] = FIXED_CASES + _random_cases(12, seed=20240603)
+
+
+# ----------------------------------------------------------------------------------------------
+# inputs and rounding
+
+
+def round_to(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 copy of ``values`` rounded to ``dtype`` (what the kernel actually reads)."""
+    f32 = np.asarray(values, dtype=np.float32)
+    if dtype == "float32":
+        return f32.astype(np.float64)
+    if dtype == "float16":
+        return f32.astype(np.float16).astype(np.float64)
+    return core.bf16_bits_to_float(core.float_to_bf16_bits(f32)).astype(np.float64)
+
+
+def to_device(values64: np.ndarray, dtype: str):
+    """Device array of ``values64`` (already representable) in ``dtype`` (BF16 as uint16 bits)."""
+    import cupy
+
+    if dtype == "float32":
+        return cupy.asarray(values64.astype(np.float32))
+    if dtype == "float16":
+        return cupy.asarray(values64.astype(np.float16))
+    return cupy.asarray(core.float_to_bf16_bits(values64.astype(np.float32)))
+
+
+def from_device(arr, dtype: str) -> np.ndarray:
+    host = arr.get()
+    if dtype == "bfloat16":
+        return core.bf16_bits_to_float(host).astype(np.float64)
+    return host.astype(np.float64)
+
+
+def make_inputs(case: Case, dtype: str, seed_extra: str = "") -> dict[str, np.ndarray | None]:
+    """Seeded random inputs for ``case``, rounded to ``dtype``, as float64 host arrays."""
+    seed = zlib.crc32(f"{case.name}/{dtype}/{seed_extra}".encode())
+    rng = np.random.default_rng(seed)
+    kh, kw = case.kernel
+    ho, wo = case.out_hw
+    kk = kh * kw
+    x = rng.standard_normal((case.n, case.c, case.h, case.w))
+    if case.edge:
+        offset = rng.integers(-6, 7, size=(case.n, 2 * case.dg * kk, ho, wo)) * 0.5
+    else:
+        offset = rng.standard_normal((case.n, 2 * case.dg * kk, ho, wo)) * case.off_scale
+    mask = rng.uniform(0.0, 1.0, (case.n, case.dg * kk, ho, wo))
+    fan_in = (case.c // case.group) * kk
+    weight = rng.standard_normal((case.cout, case.c // case.group, kh, kw)) / np.sqrt(fan_in)
+    bias = rng.standard_normal(case.cout) if case.bias else None
+    out = {"x": x, "offset": offset, "mask": mask, "weight": weight, "bias": bias}
+    return {k: (None if v is None else round_to(v, dtype)) for k, v in out.items()}
+
+
+def reference(case: Case, inputs: dict[str, np.ndarray | None]) -> np.ndarray:
+    """dcnconvert.reference (helper B's float64 NumPy implementation)."""
+    from dcnconvert.reference import modulated_deform_conv2d
+
+    return modulated_deform_conv2d(
+        inputs["x"],
+        inputs["offset"],
+        inputs["mask"],
+        inputs["weight"],
+        inputs["bias"],
+        stride=case.stride,
+        padding=case.padding,
+        dilation=case.dilation,
+        group=case.group,
+        deformable_group=case.dg,
+    )
+
+
+def reference_at(
+    gather_x: Callable[[np.ndarray], np.ndarray],
+    x_shape: tuple[int, int, int, int],
+    offset_px: np.ndarray,
+    mask_px: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray | None,
+    n_idx: np.ndarray,
+    oy: np.ndarray,
+    ox: np.ndarray,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+    group: int,
+    dg: int,
+) -> np.ndarray:
+    """float64 DCN output at selected pixels only, for tensors too large for the full reference.
+
+    Args:
+        gather_x: returns x.ravel()[indices] as float64 for an int64 index array.
+        offset_px, mask_px: offset[n, :, oy, ox] and mask[n, :, oy, ox] per selected pixel, (P, ch).
+        n_idx, oy, ox: the selected pixels (P,).
+
+    Returns:
+        (P, Cout) float64.
+    """
+    _, c, h, w = x_shape
+    cout, cg, kh, kw = weight.shape
+    kk = kh * kw
+    cpd = c // dg
+    p_count = len(n_idx)
+    cols = np.zeros((p_count, c, kk))
+    for k in range(kk):
+        i, j = divmod(k, kw)
+        for d in range(dg):
+            y = oy * stride[0] - padding[0] + i * dilation[0] + offset_px[:, d * 2 * kk + 2 * k]
+            xs = ox * stride[1] - padding[1] + j * dilation[1] + offset_px[:, d * 2 * kk + 2 * k + 1]
+            valid = (y > -1) & (y < h) & (xs > -1) & (xs < w)
+            y = np.where(valid, y, 0.0)
+            xs = np.where(valid, xs, 0.0)
+            y0 = np.floor(y).astype(np.int64)
+            x0 = np.floor(xs).astype(np.int64)
+            ly, lx = y - y0, xs - x0
+            chans = np.arange(d * cpd, (d + 1) * cpd, dtype=np.int64)
+            acc = np.zeros((p_count, cpd))
+            for dy, dx, wgt in (
+                (0, 0, (1 - ly) * (1 - lx)),
+                (0, 1, (1 - ly) * lx),
+                (1, 0, ly * (1 - lx)),
+                (1, 1, ly * lx),
+            ):
+                yy, xx = y0 + dy, x0 + dx
+                inside = valid & (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+                yc, xc = np.clip(yy, 0, h - 1), np.clip(xx, 0, w - 1)
+                flat = ((n_idx[:, None] * c + chans[None, :]) * h + yc[:, None]) * w + xc[:, None]
+                vals = gather_x(flat.ravel()).reshape(p_count, cpd)
+                acc += np.where(inside[:, None], vals, 0.0) * wgt[:, None]
+            cols[:, d * cpd : (d + 1) * cpd, k] = acc * np.where(valid, mask_px[:, d * kk + k], 0.0)[:, None]
+    mg = cout // group
+    out = np.empty((p_count, cout))
+    for g in range(group):
+        a = cols[:, g * cg : (g + 1) * cg, :].reshape(p_count, cg * kk)
+        out[:, g * mg : (g + 1) * mg] = a @ weight[g * mg : (g + 1) * mg].reshape(mg, cg * kk).T
+    if bias is not None:
+        out += bias[None, :]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# fixtures and helpers
+
+
+def _core_sources() -> list[Path]:
+    return sorted((REPO / "plugin_src" / "core").glob("*")) + [REPO / "plugin_src" / "Makefile"]
+
+
+def ensure_core_built() -> Path:
+    """Path of the core library, rebuilt with `make core` when missing or older than its sources."""
+    lib = core.library_path()
+    if os.environ.get(core.LIBRARY_ENV):
+        if not lib.is_file():
+            pytest.skip(f"{core.LIBRARY_ENV}={lib} does not exist")
+        return lib
+    stale = not lib.is_file() or lib.stat().st_mtime < max(p.stat().st_mtime for p in _core_sources())
+    if stale:
+        nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+        if nvcc is None:
+            if not lib.is_file():
+                pytest.skip("build/libdcnconvert_core.so is missing and nvcc is not on PATH to build it")
+            return lib
+        proc = subprocess.run(
+            ["make", "-C", str(REPO), "core", f"NVCC={nvcc}"], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            pytest.fail(f"make core failed:\n{proc.stdout}\n{proc.stderr}")
+    return lib
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return core.load(ensure_core_built())
+
+
+def _record(entry: dict) -> None:
+    path = os.environ.get("DCN_CORE_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+
+def params_for(case: Case, dtype: str, algo: int = core.ALGO_AUTO) -> core.DcnParams:
+    return core.make_params(
+        (case.n, case.c, case.h, case.w),
+        (case.cout, case.c // case.group, *case.kernel),
+        stride=case.stride,
+        padding=case.padding,
+        dilation=case.dilation,
+        group=case.group,
+        deformable_group=case.dg,
+        with_bias=case.bias,
+        dtype=DTYPES[dtype],
+        algo=algo,
+    )
+
+
+def poisoned_output(shape: tuple[int, ...], dtype: str):
+    """(full buffer, output view): NaN everywhere, GUARD extra elements after the output."""
+    import cupy
+
+    count = int(np.prod(shape))
+    if dtype == "bfloat16":
+        buf = cupy.full(count + GUARD, 0x7FC1, dtype=cupy.uint16)
+    else:
+        buf = cupy.full(count + GUARD, np.nan, dtype=dtype)
+    return buf, buf[:count].reshape(shape)
+
+
+def guard_intact(buf, count: int, dtype: str) -> bool:
+    tail = buf[count:].get()
+    if dtype == "bfloat16":
+        return bool((tail == 0x7FC1).all())
+    return bool(np.isnan(tail).all())
+
+
+def run_core(lib, case: Case, dtype: str, inputs, algo: int = core.ALGO_AUTO, stream=None) -> np.ndarray:
+    """Runs the core on ``inputs`` and returns the output as float64 (checks poison and guard)."""
+    import cupy
+
+    p = params_for(case, dtype, algo)
+    status, msg = core.validate(p, lib)
+    assert status == core.SUCCESS, msg
+    stream = stream or cupy.cuda.Stream(non_blocking=True)
+    with stream:  # uploads, poison and kernel all on one stream
+        dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
+        buf, out = poisoned_output((p.n, p.cout, p.ho, p.wo), dtype)
+        core.forward(p, dev["x"], dev["offset"], dev["mask"], dev["weight"], dev["bias"], out, lib=lib)
+    stream.synchronize()
+    assert guard_intact(buf, out.size, dtype), "the kernel wrote past the end of the output"
+    result = from_device(out, dtype)
+    unwritten = int(np.isnan(result).sum())
+    assert unwritten == 0, f"{unwritten} of {result.size} output elements were not written"
+    return result
+
+
+def check_close(out: np.ndarray, ref: np.ndarray, dtype: str) -> dict:
+    """Asserts the per-dtype bound (module docstring); returns the error numbers."""
+    err = out - ref
+    ref_norm = float(np.linalg.norm(ref))
+    ref_max = float(np.abs(ref).max())
+    assert ref_norm > 0, "degenerate reference (all zeros): the case tests nothing"
+    rel_l2 = float(np.linalg.norm(err)) / ref_norm
+    max_rel = float(np.abs(err).max()) / ref_max
+    if dtype == "float32":
+        assert rel_l2 <= FP32_REL_L2, f"relative L2 error {rel_l2:.3e} > {FP32_REL_L2}"
+        assert max_rel <= FP32_MAX_REL, f"max error {max_rel:.3e} * max|ref| > {FP32_MAX_REL}"
+        bound = FP32_REL_L2
+    else:
+        u = U_FP16 if dtype == "float16" else U_BF16
+        allowed = u * np.abs(ref) + FP32_PART * ref_max + 2.0**-24
+        worst = float((np.abs(err) / allowed).max())
+        assert worst <= 1.0, f"elementwise error exceeds u*|ref| + {FP32_PART}*max|ref| by x{worst:.3f}"
+        bound = u + FP32_PART
+        assert rel_l2 <= bound, f"relative L2 error {rel_l2:.3e} > {bound:.3e}"
+    return {"rel_l2": rel_l2, "max_abs_over_max_ref": max_rel, "bound": bound}
+
+
+_REF_CACHE: dict[tuple[str, str], tuple[dict, np.ndarray]] = {}
+
+
+def inputs_and_ref(case: Case, dtype: str) -> tuple[dict, np.ndarray]:
+    key = (case.name, dtype)
+    if key not in _REF_CACHE:
+        inputs = make_inputs(case, dtype)
+        _REF_CACHE[key] = (inputs, reference(case, inputs))
+    return _REF_CACHE[key]
+
+
+# ----------------------------------------------------------------------------------------------
+# tests
+
+
+def test_point_reference_matches_full_reference() -> None:
+    """CPU: the per-pixel reference used for the >2^31 case agrees with dcnconvert.reference."""
+    for case in (FIXED_CASES[3], FIXED_CASES[6], FIXED_CASES[7], _random_cases(3, seed=7)[2]):
+        inputs = make_inputs(case, "float32", "point")
+        full = reference(case, inputs)
+        ho, wo = case.out_hw
+        n_idx, oy, ox = (
+            a.ravel().astype(np.int64)
+            for a in np.meshgrid(np.arange(case.n), np.arange(ho), np.arange(wo), indexing="ij")
+        )
+        x = inputs["x"]
+        pts = reference_at(
+            lambda idx, x=x: x.ravel()[idx],
+            x.shape,
+            inputs["offset"][n_idx, :, oy, ox],
+            inputs["mask"][n_idx, :, oy, ox],
+            inputs["weight"],
+            inputs["bias"],
+            n_idx,
+            oy,
+            ox,
+            case.stride,
+            case.padding,
+            case.dilation,
+            case.group,
+            case.dg,
+        )
+        np.testing.assert_allclose(pts, full[n_idx, :, oy, ox], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("algo", [core.ALGO_AUTO, core.ALGO_SIMPLE], ids=["auto", "simple"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_core_matches_reference(lib, case: Case, dtype: str, algo: int) -> None:
+    inputs, ref = inputs_and_ref(case, dtype)
+    out = run_core(lib, case, dtype, inputs, algo)
+    numbers = check_close(out, ref, dtype)
+    _record({"test": "grid", "case": case.name, "dtype": dtype, "algo": algo, **numbers})
+
+
+@pytest.mark.gpu
+def test_repeat_runs_are_bit_identical(lib) -> None:
+    case = FIXED_CASES[9]
+    for dtype in DTYPES:
+        inputs = make_inputs(case, dtype, "repeat")
+        a = run_core(lib, case, dtype, inputs)
+        b = run_core(lib, case, dtype, inputs)
+        assert np.array_equal(a, b), f"{dtype}: two runs on the same inputs differ (a race?)"
+
+
+@pytest.mark.gpu
+def test_bad_params_raise_with_field_name(lib) -> None:
+    import cupy
+
+    from dcnconvert.errors import ValidationError
+
+    case = FIXED_CASES[2]
+    inputs = make_inputs(case, "float32")
+    dev = {k: (None if v is None else to_device(v, "float32")) for k, v in inputs.items()}
+    p = params_for(case, "float32")
+    p.strideW = 0
+    with pytest.raises(ValidationError, match="strideW = 0"):
+        core.forward(
+            p,
+            dev["x"],
+            dev["offset"],
+            dev["mask"],
+            dev["weight"],
+            dev["bias"],
+            cupy.empty((1,), cupy.float32),
+            lib=lib,
+            check=False,
+        )
+
+
+def _torch_cuda():
+    try:
+        import torch
+        import torchvision.ops  # noqa: F401
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"torch/torchvision not importable ({type(exc).__name__}: {exc})")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_core_matches_torchvision_float64(lib, case: Case) -> None:
+    """Optional cross-check: torchvision.ops.deform_conv2d in float64 on the GPU vs our FP32."""
+    torch = _torch_cuda()
+    import torchvision.ops
+
+    inputs, ref = inputs_and_ref(case, "float32")
+    ours = run_core(lib, case, "float32", inputs)
+    t = {k: (None if v is None else torch.from_numpy(v).cuda()) for k, v in inputs.items()}
+    tv = (
+        torchvision.ops.deform_conv2d(
+            t["x"],
+            t["offset"],
+            t["weight"],
+            t["bias"],
+            stride=case.stride,
+            padding=case.padding,
+            dilation=case.dilation,
+            mask=t["mask"],
+        )
+        .cpu()
+        .numpy()
+    )
+    assert np.linalg.norm(tv - ref) <= 1e-10 * np.linalg.norm(ref), (
+        "torchvision float64 disagrees with the reference"
+    )
+    numbers = check_close(ours, tv, "float32")
+    _record({"test": "torchvision", "case": case.name, "dtype": "float32", **numbers})
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_tensors_larger_than_2pow31_elements(lib) -> None:
+    """x, offset and out above 2^31 elements (FP16): sampled outputs, the far end included."""
+    import cupy
+
+    case = Case("huge", 2, 16, 8200, 8200, 16, (3, 3), padding=(1, 1), dg=1, off_scale=2.0)
+    dtype = "float16"
+    p = params_for(case, dtype)
+    kk = 9
+    sizes = {
+        "x": case.n * case.c * case.h * case.w,
+        "offset": case.n * 2 * kk * p.ho * p.wo,
+        "mask": case.n * kk * p.ho * p.wo,
+        "out": case.n * case.cout * p.ho * p.wo,
+    }
+    assert sizes["x"] > 2**31 and sizes["offset"] > 2**31 and sizes["out"] > 2**31
+    need = 2 * sum(sizes.values()) + 8 * max(sizes.values())
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    if free < need:
+        pytest.skip(f"needs ~{need / 2**30:.0f} GiB of free GPU memory, {free / 2**30:.0f} GiB free")
+    # Filled one image at a time so that no CuPy operation itself spans 2^31 elements.
+    rs = cupy.random.RandomState(1234)
+    x = cupy.empty((case.n, case.c, case.h, case.w), dtype=cupy.float16)
+    offset = cupy.empty((case.n, 2 * kk, p.ho, p.wo), dtype=cupy.float16)
+    mask = cupy.empty((case.n, kk, p.ho, p.wo), dtype=cupy.float16)
+    out = cupy.empty((case.n, case.cout, p.ho, p.wo), dtype=cupy.float16)
+    for n in range(case.n):
+        x[n] = rs.standard_normal(x.shape[1:], dtype=cupy.float32).astype(cupy.float16)
+        offset[n] = (rs.standard_normal(offset.shape[1:], dtype=cupy.float32) * 2.0).astype(cupy.float16)
+        mask[n] = rs.uniform(0.0, 1.0, mask.shape[1:], dtype=cupy.float32).astype(cupy.float16)
+        out[n].fill(np.nan)
+    rng = np.random.default_rng(5)
+    weight64 = round_to(rng.standard_normal((case.cout, case.c, 3, 3)) / np.sqrt(case.c * 9), dtype)
+    bias64 = round_to(rng.standard_normal(case.cout), dtype)
+    core.forward(p, x, offset, mask, to_device(weight64, dtype), to_device(bias64, dtype), out, lib=lib)
+    cupy.cuda.get_current_stream().synchronize()
+    for n in range(case.n):
+        assert not bool(cupy.isnan(out[n]).any()), f"unwritten outputs in image {n}"
+    # Selected pixels: random ones plus the last rows of the last image (element indices > 2^31).
+    n_idx = np.concatenate([rng.integers(0, case.n, 1500), np.full(500, case.n - 1)])
+    oy = np.concatenate([rng.integers(0, p.ho, 1500), rng.integers(p.ho - 4, p.ho, 500)])
+    ox = np.concatenate([rng.integers(0, p.wo, 1500), rng.integers(0, p.wo, 500)])
+    off_px = np.empty((len(n_idx), 2 * kk))
+    mask_px = np.empty((len(n_idx), kk))
+    got = np.empty((len(n_idx), case.cout))
+    for n in range(case.n):
+        sel = n_idx == n
+        oy_d, ox_d = cupy.asarray(oy[sel]), cupy.asarray(ox[sel])
+        off_px[sel] = offset[n][:, oy_d, ox_d].T.get()
+        mask_px[sel] = mask[n][:, oy_d, ox_d].T.get()
+        got[sel] = out[n][:, oy_d, ox_d].T.get()
+    x_host = x.get().ravel()
+    ref = reference_at(
+        lambda idx: x_host[idx].astype(np.float64),
+        (case.n, case.c, case.h, case.w),
+        off_px,
+        mask_px,
+        weight64,
+        bias64,
+        n_idx,
+        oy,
+        ox,
+        case.stride,
+        case.padding,
+        case.dilation,
+        case.group,
+        case.dg,
+    )
+    numbers = check_close(got, ref, dtype)
+    _record(
+        {
+            "test": "huge",
+            "case": "2x16x8200x8200 fp16 (x/offset/out > 2^31 elements)",
+            "dtype": dtype,
+            **numbers,
+        }
+    )
