@@ -1,0 +1,401 @@
+"""Reading and writing ONNX models: clear errors, external data, atomic writes.
+
+* :func:`load_model` loads a model with its external data and turns every way a file can be
+  unreadable (missing, a folder, truncated, not ONNX, missing external data) into a
+  :class:`~dcnconvert.errors.ModelError` with a hint.
+* :func:`save_model` writes atomically: to a temporary name in the destination folder, renamed
+  into place only once everything is written. Models too large for one protobuf (2 GB), or saved
+  with ``external_data=True``, get one data file next to the ``.onnx``, named ``<file name>.data``
+  (``model.onnx`` -> ``model.onnx.data``); the data file is renamed first, the ``.onnx`` last.
+* :func:`skeleton` makes a cheap copy of a model whose large tensors carry no data, for shape
+  inference, matching and checking without duplicating the weights.
+
+The input file and the ModelProto passed in are never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from dcnconvert.errors import ModelError, OutputError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Largest protobuf that can be serialised in one piece (2 GiB - 1).
+PROTOBUF_LIMIT = 2**31 - 1
+#: Tensors at least this large (bytes) go to the data file when saving with external data.
+EXTERNAL_TENSOR_MIN_BYTES = 1024
+#: Offsets in the data file are aligned to this many bytes.
+EXTERNAL_ALIGNMENT = 64
+#: ``location`` written into data-less tensors of a :func:`skeleton`.
+SKELETON_LOCATION = "__dcnconvert_skeleton__.bin"
+#: Skeletons keep the data of tensors up to this size (shape-like constants that inference reads).
+SKELETON_KEEP_BYTES = 4096
+
+
+def load_model(path: PathLike) -> onnx.ModelProto:
+    """Load an ONNX model and its external data.
+
+    Args:
+        path: the ``.onnx`` file.
+
+    Returns:
+        The model, with every external tensor loaded into memory.
+
+    Raises:
+        ModelError: the file is missing, is a folder, is not ONNX, is truncated, or its external
+            data cannot be read.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ModelError(f"model file not found: {path}", hint="check the path")
+    if path.is_dir():
+        raise ModelError(f"{path} is a folder, not an ONNX model file", hint="pass the .onnx file")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except DecodeError as exc:
+        raise ModelError(
+            f"{path} is not a readable ONNX model (protobuf parse failed: {exc}); "
+            "the file is truncated or not ONNX",
+            hint="re-export or re-download the model",
+        ) from None
+    except OSError as exc:
+        raise ModelError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from None
+    _check_looks_like_onnx(model, path)
+    if uses_external_data(model):
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            raise ModelError(
+                f"cannot load the external data of {path}: {exc}",
+                hint="keep the model's data file(s) next to the .onnx file, with their original names",
+            ) from None
+    return model
+
+
+def _check_looks_like_onnx(model: onnx.ModelProto, path: Path) -> None:
+    # A truncated or foreign file can still parse as a protobuf; a real model always has a graph,
+    # an IR version and (since IR 3) opset imports, which protobuf writes after the graph.
+    if not model.HasField("graph") or model.ir_version <= 0:
+        raise ModelError(
+            f"{path} does not look like an ONNX model (no graph or IR version)",
+            hint="check that this is an .onnx file",
+        )
+    if len(model.opset_import) == 0 and model.ir_version >= 3:
+        raise ModelError(
+            f"{path} has no opset_import: the file is truncated or damaged",
+            hint="re-export or re-download the model",
+        )
+
+
+def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs and functions too."""
+
+    def from_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+        yield from graph.initializer
+        for node in graph.node:
+            yield from from_nodes_attrs(node)
+
+    def from_nodes_attrs(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from from_graph(attr.g)
+            for sub in attr.graphs:
+                yield from from_graph(sub)
+
+    yield from from_graph(model.graph)
+    for func in model.functions:
+        for node in func.node:
+            yield from from_nodes_attrs(node)
+
+
+def uses_external_data(model: onnx.ModelProto) -> bool:
+    """Whether any tensor of ``model`` refers to an external data file."""
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in iter_tensors(model))
+
+
+def file_uses_external_data(path: PathLike) -> bool:
+    """Whether the model file at ``path`` keeps (some of) its tensors in external data files.
+
+    Raises:
+        ModelError: as :func:`load_model`.
+    """
+    path = Path(path)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, OSError) as exc:
+        raise ModelError(f"cannot read {path}: {exc}", hint="check the path") from None
+    return uses_external_data(model)
+
+
+def tensor_nbytes(tensor: onnx.TensorProto) -> int:
+    """Size of a tensor's data in bytes (0 for external or empty tensors)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return 0
+    if tensor.HasField("raw_data"):
+        return len(tensor.raw_data)
+    count = int(np.prod(tensor.dims)) if len(tensor.dims) else 1
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, TypeError, ValueError):
+        itemsize = 4
+    return count * itemsize if _has_typed_data(tensor) else 0
+
+
+def _has_typed_data(tensor: onnx.TensorProto) -> bool:
+    return any(
+        len(getattr(tensor, field))
+        for field in ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+    )
+
+
+def model_size_bytes(model: onnx.ModelProto) -> int:
+    """Serialized size of ``model`` in bytes (an estimate from its tensors when protobuf cannot tell)."""
+    try:
+        return model.ByteSize()
+    except (ValueError, OverflowError, MemoryError):  # pragma: no cover - protobuf refuses > 2 GB
+        return sum(tensor_nbytes(t) for t in iter_tensors(model))
+
+
+def _temp_path(folder: Path, name: str) -> Path:
+    return folder / f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _remove_quietly(path: Optional[Path]) -> None:
+    if path is not None:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:  # pragma: no cover - nothing more can be done
+            pass
+
+
+def save_model(
+    model: onnx.ModelProto,
+    path: PathLike,
+    *,
+    external_data: Optional[bool] = None,
+    size_limit: int = PROTOBUF_LIMIT,
+) -> List[Path]:
+    """Write ``model`` to ``path`` atomically; never leaves a partial file behind.
+
+    Args:
+        model: the model to write (not modified).
+        path: the destination ``.onnx`` file; its folder must exist.
+        external_data: ``True`` to store tensors in ``<file name>.data`` next to ``path``, ``False``
+            to write one file, ``None`` to decide by size (external when the model is larger than
+            ``size_limit``).
+        size_limit: size in bytes above which ``external_data=None`` chooses external data (tests
+            pass a small value).
+
+    Returns:
+        The files written (``path``, and the data file when external data is used).
+
+    Raises:
+        OutputError: the destination cannot be written, or the model is too large for one file
+            while ``external_data=False``.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputError(f"output folder does not exist: {folder}", hint="create it first")
+    if path.is_dir():
+        raise OutputError(f"output path {path} is a folder", hint="give a file name ending in .onnx")
+    if uses_external_data(model):
+        raise OutputError(
+            "the model still refers to external data that was not loaded",
+            hint="load it with dcnconvert.onnx_io.load_model, which loads external data",
+        )
+    if external_data is None:
+        external_data = model_size_bytes(model) > size_limit
+    if external_data:
+        return _save_external(model, path, folder)
+    tmp = _temp_path(folder, path.name)
+    try:
+        try:
+            data = model.SerializeToString()
+        except (ValueError, OverflowError) as exc:
+            raise OutputError(
+                f"the model is too large to write as one file ({exc})",
+                hint="save it with external data (the default chooses it for models over 2 GB)",
+            ) from None
+        _write_file(tmp, [data])
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove_quietly(tmp)
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}", hint="check the folder's permissions") from None
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    return [path]
+
+
+def _write_file(path: Path, chunks) -> None:
+    with open(path, "wb") as handle:
+        for chunk in chunks:
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> bytes:
+    if tensor.HasField("raw_data"):
+        return tensor.raw_data
+    return numpy_helper.to_array(tensor).tobytes()
+
+
+def _externalize(src: onnx.TensorProto, dst: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    """Fill ``dst`` with ``src``'s metadata and an external reference instead of data."""
+    dst.name = src.name
+    dst.dims.extend(src.dims)
+    dst.data_type = src.data_type
+    if src.doc_string:
+        dst.doc_string = src.doc_string
+    if src.HasField("segment"):
+        dst.segment.CopyFrom(src.segment)
+    for field in ("metadata_props",):
+        if hasattr(src, field):
+            getattr(dst, field).extend(getattr(src, field))
+    dst.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = dst.external_data.add()
+        entry.key = key
+        entry.value = value
+
+
+def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> List[Path]:
+    data_path = folder / f"{path.name}.data"
+    tmp_onnx = _temp_path(folder, path.name)
+    tmp_data = _temp_path(folder, data_path.name)
+    renamed_data = False
+    try:
+        light = onnx.ModelProto()
+        with open(tmp_data, "wb") as handle:
+            offset = 0
+
+            def write(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
+                nonlocal offset
+                data = _tensor_bytes(tensor)
+                pad = (-offset) % EXTERNAL_ALIGNMENT
+                if pad:
+                    handle.write(b"\0" * pad)
+                    offset += pad
+                handle.write(data)
+                _externalize(tensor, into, data_path.name, offset, len(data))
+                offset += len(data)
+
+            def route(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
+                if tensor_nbytes(tensor) >= EXTERNAL_TENSOR_MIN_BYTES:
+                    write(tensor, into)
+                else:
+                    into.CopyFrom(tensor)
+
+            _copy_light(model, light, route)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _write_file(tmp_onnx, [light.SerializeToString()])
+        os.replace(tmp_data, data_path)
+        renamed_data = True
+        os.replace(tmp_onnx, path)
+    except OSError as exc:
+        _remove_quietly(tmp_onnx)
+        _remove_quietly(tmp_data)
+        if renamed_data:
+            _remove_quietly(data_path)
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}", hint="check the folder's permissions and free space") from None
+    except BaseException:
+        _remove_quietly(tmp_onnx)
+        _remove_quietly(tmp_data)
+        if renamed_data:
+            _remove_quietly(data_path)
+        raise
+    return [path, data_path]
+
+
+def skeleton(model: onnx.ModelProto, keep_bytes: int = SKELETON_KEEP_BYTES) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph initializers above ``keep_bytes`` carry no data.
+
+    Their data is replaced by an external reference to :data:`SKELETON_LOCATION` (a file that does
+    not exist), so shape inference and graphsurgeon see names, types and shapes only. Used to
+    inspect or rewrite large models without copying their weights.
+    """
+
+    def drop(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
+        _externalize(tensor, into, SKELETON_LOCATION, 0, 0)
+        del into.external_data[1:]
+
+    light = onnx.ModelProto()
+    limit = max(keep_bytes, 0)
+
+    def write(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
+        if tensor_nbytes(tensor) > limit:
+            drop(tensor, into)
+        else:
+            into.CopyFrom(tensor)
+
+    _copy_light(model, light, write)
+    return light
+
+
+def _is_repeated(field) -> bool:
+    # protobuf >= 5 has is_repeated; older ones only label.
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
+
+
+def _copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
+    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)``."""
+    for field, value in model.ListFields():
+        if field.name == "graph":
+            continue
+        if _is_repeated(field):
+            getattr(light, field.name).extend(value)
+        elif field.message_type:
+            getattr(light, field.name).CopyFrom(value)
+        else:
+            setattr(light, field.name, value)
+    graph = light.graph
+    for field, value in model.graph.ListFields():
+        if field.name == "initializer":
+            continue
+        if _is_repeated(field):
+            getattr(graph, field.name).extend(value)
+        elif field.message_type:
+            getattr(graph, field.name).CopyFrom(value)
+        else:
+            setattr(graph, field.name, value)
+    for tensor in model.graph.initializer:
+        write(tensor, graph.initializer.add())
+
+
+def check_skeleton(model: onnx.ModelProto) -> None:
+    """Run ``onnx.checker.check_model`` on a :func:`skeleton` (or any model) without its weights.
+
+    Raises:
+        onnx.checker.ValidationError: what the checker finds.
+    """
+    light = model if any(_is_skeleton_tensor(t) for t in model.graph.initializer) else skeleton(model, 0)
+    with tempfile.TemporaryDirectory(prefix="dcnconvert-check-") as folder:
+        Path(folder, SKELETON_LOCATION).touch()
+        model_path = Path(folder, "model.onnx")
+        model_path.write_bytes(light.SerializeToString())
+        onnx.checker.check_model(str(model_path))
+
+
+def _is_skeleton_tensor(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
+        e.key == "location" and e.value == SKELETON_LOCATION for e in tensor.external_data
+    )
