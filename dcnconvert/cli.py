@@ -111,21 +111,34 @@ _TARGET_OPTION = click.option(
 
 @cli.command()
 @click.argument("model", type=_MODEL_ARG)
+@_TARGET_OPTION
 @common_options
-def inspect(model: Path, json_mode: bool) -> None:
-    """List the deformable convolutions in MODEL: form, attributes, shapes, convertible or why not."""
+def inspect(model: Path, target: str, json_mode: bool) -> None:
+    """List the deformable convolutions in MODEL: form, attributes, shapes, convertible or why not.
+
+    "convertible" is judged for --target (the same checks 'rewrite' makes before writing).
+    """
 
     def work() -> dict[str, Any]:
-        from dcnconvert import match
+        from dcnconvert import match, validate
 
         proto = load_model_timed(model)
         with timed("match"):
-            matches = [match_to_dict(m) for m in match.find_dcn_nodes(proto)]
+            found = match.find_dcn_nodes(proto)
+            matches = []
+            for m in found:
+                d = match_to_dict(m)
+                problems = validate.problems(m, target) if m.convertible else []
+                d["problems"] = [p.to_dict() for p in problems]
+                if problems:
+                    d["convertible"] = False
+                    d["reason"] = str(problems[0]) + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+                matches.append(d)
         if not matches:
             add_warning(f"no deformable convolution node found in {model}")
         n_ok = sum(1 for m in matches if m["convertible"])
-        log.get_logger().info("%d DCN node(s), %d convertible", len(matches), n_ok)
-        return {"matches": matches, "count": len(matches), "convertible": n_ok}
+        log.get_logger().info("%d DCN node(s), %d convertible for target '%s'", len(matches), n_ok, target)
+        return {"target": target, "matches": matches, "count": len(matches), "convertible": n_ok}
 
     def render(result: dict[str, Any]) -> str:
         text = format_matches(result["matches"])
@@ -152,7 +165,7 @@ def rewrite(model: Path, output: Path, target: str, require_match: bool, json_mo
     def work() -> dict[str, Any]:
         check_output_path(model, output)
         new_model, payload = rewrite_in_memory(model, target, require_match)
-        save_model_timed(new_model, output)
+        save_model_timed(new_model, output, like=model)
         payload["target"] = target
         return payload
 
@@ -177,7 +190,7 @@ def reference(model: Path, output: Path, json_mode: bool) -> None:
         proto = load_model_timed(model)
         with timed("convert", "Converting DCN nodes to standard ONNX DeformConv"):
             std = standard.to_standard_model(proto)
-        save_model_timed(std, output)
+        save_model_timed(std, output, like=model)
         return {}
 
     run_command("reference", json_mode, work, render=format_summary, inputs={"model": str(model)})
@@ -206,7 +219,7 @@ def _convert_placeholder(group: click.Group, why: str) -> None:
                 )
             check_output_path(model, onnx_out)
             new_model, payload = rewrite_in_memory(model, target, False)
-            save_model_timed(new_model, onnx_out)
+            save_model_timed(new_model, onnx_out, like=model)
             raise_missing = errors.MissingDependencyError(
                 f"building the engine {output} needs TensorRT, which this installation cannot use ({why}); "
                 f"the rewritten model was written to {onnx_out}",

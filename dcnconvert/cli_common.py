@@ -120,7 +120,8 @@ def timed(step: str, message: str | None = None) -> Iterator[None]:
 
     Args:
         step: key in ``timings`` (repeated steps add up).
-        message: if given, logged at INFO before (``message...``) and after (``message: 1.23 s``).
+        message: if given, logged at INFO before (``message...``) and, for steps of a second or
+            more, after (``message: done in 1.23 s``).
     """
     logger = log.get_logger()
     if message:
@@ -133,8 +134,8 @@ def timed(step: str, message: str | None = None) -> Iterator[None]:
         result = _CURRENT.get()
         if result is not None:
             result.timings[step] = result.timings.get(step, 0.0) + seconds
-        if message:
-            logger.info("%s: %.2f s", message, seconds)
+        if message and seconds >= 1.0:
+            logger.info("%s: done in %.2f s", message, seconds)
         else:
             logger.debug("%s: %.3f s", step, seconds)
 
@@ -326,37 +327,65 @@ def load_model_timed(model: Path) -> Any:
         return onnx_io.load_model(model)
 
 
-def save_model_timed(proto: Any, output: Path, role: str = "onnx") -> None:
-    """``onnx_io.save_model`` (atomic) with a ``save`` timing; records ``outputs[role]``."""
+#: An input .onnx larger than this keeps its weights inline; it is not parsed again to find out.
+_SMALL_ONNX_BYTES = 64 * 2**20
+
+
+def _keeps_external_data(path: Path) -> bool:
     from dcnconvert import onnx_io
 
+    try:
+        small = path.stat().st_size < _SMALL_ONNX_BYTES
+    except OSError:
+        return False
+    return small and onnx_io.file_uses_external_data(path)
+
+
+def save_model_timed(proto: Any, output: Path, role: str = "onnx", *, like: Path | None = None) -> None:
+    """``onnx_io.save_model`` (atomic) with a ``save`` timing; records ``outputs[role]``.
+
+    Args:
+        proto: the model.
+        output: the destination ``.onnx``.
+        role: key in the result's ``outputs``.
+        like: the input model; when it keeps its weights in external data, so does the output
+            (otherwise external data is used only above 2 GB).
+    """
+    from dcnconvert import onnx_io
+
+    external = True if like is not None and _keeps_external_data(like) else None
     with timed("save", f"Saving {output}"):
-        onnx_io.save_model(proto, output)
+        written = onnx_io.save_model(proto, output, external_data=external)
     add_output(role, str(output))
+    for extra in written[1:]:
+        add_output(f"{role}_data", str(extra))
 
 
 def rewrite_in_memory(model_path: Path, target: str, require_match: bool) -> tuple[Any, dict[str, Any]]:
-    """Load ``model_path`` and rewrite it; returns ``(model, payload)``.
+    """Load ``model_path`` and rewrite it for ``target``; returns ``(model, payload)``.
 
-    A model without DCN nodes gives a warning (``NoMatchError`` with ``require_match``).
+    The payload is ``{"rewrite": RewriteReport.to_dict()}``. A model without DCN nodes gives a
+    warning (``NoMatchError`` with ``require_match``). The loaded model is rewritten in place (it
+    is ours), so a large model is held in memory once.
     """
     from dcnconvert import rewrite as rewrite_mod
 
     proto = load_model_timed(model_path)
-    with timed("rewrite", f"Rewriting for target '{target}'"):
-        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match)
+    with timed("rewrite", f"Rewriting DCN nodes for target '{target}'"):
+        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match, inplace=True)
     info = rewrite_report_to_dict(rep)
-    if not info["matches"]:
-        if require_match:
-            raise errors.NoMatchError(
-                f"no deformable convolution node found in {model_path}",
-                hint="check the model with 'dcnconvert inspect'; drop --require-match to accept models without DCN",
-            )
-        add_warning(f"no deformable convolution node found in {model_path}; the model is written unchanged")
     for text in info["warnings"]:
         add_warning(text)
+    known = [m for m in info["matches"] if m.get("form") != "unknown"]
+    if not known:
+        if require_match:  # rewrite_model raises already; kept for other implementations
+            raise errors.NoMatchError(
+                f"no deformable convolution node found in {model_path}",
+                hint="check the model with 'dcnconvert inspect'; drop --require-match to accept it",
+            )
+        log.get_logger().info("no DCN node: the model is written unchanged")
     log.get_logger().info(
-        "%d DCN node(s) found, %d rewritten, %d skipped",
-        len(info["matches"]), len(info["rewritten"]), len(info["skipped"]),
+        "%d DCN node(s): %d rewritten, %d already in plugin form, %d skipped",
+        len(known), len(info["rewritten"]), len(info.get("unchanged") or []), len(info["skipped"]),
     )
     return new_model, {"rewrite": info}

@@ -151,19 +151,6 @@ class CommandResult:
 # DCN matches and rewrite reports
 # --------------------------------------------------------------------------------------------
 
-_MATCH_FIELDS = (
-    "node_name",
-    "op_type",
-    "domain",
-    "form",
-    "kernel",
-    "shapes",
-    "with_bias",
-    "convertible",
-    "reason",
-)
-
-
 def attrs_to_dict(attrs: Any) -> dict[str, Any] | None:
     """``schema.DcnAttrs`` (or ``None``) as a dict of lists/ints."""
     if attrs is None:
@@ -178,22 +165,28 @@ def attrs_to_dict(attrs: Any) -> dict[str, Any] | None:
 
 
 def match_to_dict(match: Any) -> dict[str, Any]:
-    """One ``match.DcnMatch`` as a JSON-ready dict (missing attributes are ``None``)."""
-    out: dict[str, Any] = {}
-    for name in _MATCH_FIELDS:
-        out[name] = to_jsonable(getattr(match, name, None))
+    """One ``match.DcnMatch`` as a JSON-ready dict (its own ``to_dict``; keys ``node``, ``form``,
+    ``attrs``, ``kernel``, ``shapes``, ``with_bias``, ``mask``, ``convertible``, ``reason``, ...)."""
+    if hasattr(match, "to_dict"):
+        return to_jsonable(match.to_dict())
+    out = {name: to_jsonable(getattr(match, name, None))
+           for name in ("op_type", "domain", "form", "kernel", "shapes", "with_bias", "convertible", "reason")}
+    out["node"] = getattr(match, "node_name", None)
     out["attrs"] = attrs_to_dict(getattr(match, "attrs", None))
     return out
 
 
 def rewrite_report_to_dict(report: Any) -> dict[str, Any]:
-    """A ``rewrite.RewriteReport`` as a JSON-ready dict."""
+    """A ``rewrite.RewriteReport`` as a JSON-ready dict (``target``, ``matches``, ``rewritten``,
+    ``unchanged``, ``skipped``, ``warnings``)."""
+    if hasattr(report, "to_dict"):
+        return to_jsonable(report.to_dict())
     target = getattr(report, "target", None)
-    target = getattr(target, "name", target)
     return {
-        "target": target,
+        "target": getattr(target, "name", target),
         "matches": [match_to_dict(m) for m in getattr(report, "matches", ()) or ()],
         "rewritten": to_jsonable(list(getattr(report, "rewritten", ()) or ())),
+        "unchanged": to_jsonable(list(getattr(report, "unchanged", ()) or ())),
         "skipped": to_jsonable(list(getattr(report, "skipped", ()) or ())),
         "warnings": [str(w) for w in getattr(report, "warnings", ()) or ()],
     }
@@ -231,6 +224,27 @@ def _shape_text(shape: Any) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def _mask_text(match: Mapping[str, Any]) -> str:
+    shapes = match.get("shapes") or {}
+    kind = match.get("mask")
+    if "mask" in shapes:
+        return _shape_text(shapes.get("mask"))
+    if "offset_mask" in shapes:
+        return "logits in offset"
+    if kind == "ones":
+        return "ones (DCNv1)"
+    return "-"
+
+
+def _offset_text(match: Mapping[str, Any]) -> str:
+    shapes = match.get("shapes") or {}
+    if "offset" in shapes:
+        return _shape_text(shapes.get("offset"))
+    if "offset_mask" in shapes:
+        return _shape_text(shapes.get("offset_mask")) + " (+mask)"
+    return "-"
+
+
 def format_matches(matches: Sequence[Mapping[str, Any]]) -> str:
     """The ``inspect`` table for match dicts (from :func:`match_to_dict`)."""
     if not matches:
@@ -243,7 +257,7 @@ def format_matches(matches: Sequence[Mapping[str, Any]]) -> str:
         shapes = m.get("shapes") or {}
         status = "yes" if m.get("convertible") else f"no: {m.get('reason') or 'unknown reason'}"
         rows.append([
-            m.get("node_name") or "(unnamed)",
+            m.get("node") or m.get("node_name") or "(unnamed)",
             m.get("form"),
             _pair_text(attrs.get("stride")),
             _pair_text(attrs.get("padding")),
@@ -252,8 +266,8 @@ def format_matches(matches: Sequence[Mapping[str, Any]]) -> str:
             attrs.get("deformable_group"),
             _pair_text(m.get("kernel")),
             _shape_text(shapes.get("x")),
-            _shape_text(shapes.get("offset")),
-            _shape_text(shapes.get("mask")) if "mask" in shapes else "-",
+            _offset_text(m),
+            _mask_text(m),
             _shape_text(shapes.get("weight")),
             "yes" if m.get("with_bias") else "no",
             status,
