@@ -37,6 +37,8 @@ NAMES = (
     "far_outside",
     "edges_exact",
     "cout70_k27",
+    "cout128_tiles",
+    "cg1_k5_g4",
     "pad_bigger_than_input",
     "k1_s2_dg2",
     "rand0",

@@ -34,11 +34,11 @@ SANITIZER="$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sani
 } 2>&1 | tee "$OUT/env.txt"
 
 if command -v make >/dev/null; then
-    step "make core" bash -c "make core 2>&1 | tee '$OUT/build.log'; exit \${PIPESTATUS[0]}"
+    step "make core" bash -c "make core 2>&1 | tee -a '$OUT/env.txt'; exit \${PIPESTATUS[0]}"
 else
     step "nvcc core (no make)" bash -c "mkdir -p build && nvcc -O3 -std=c++17 --threads 0 -Xcompiler -fPIC \
         -Xcompiler -fvisibility=hidden -gencode=arch=compute_90,code=sm_90 -Iplugin_src/core -shared \
-        -o build/libdcnconvert_core.so plugin_src/core/dcnForward.cu 2>&1 | tee '$OUT/build.log'; exit \${PIPESTATUS[0]}"
+        -o build/libdcnconvert_core.so plugin_src/core/dcnForward.cu 2>&1 | tee -a '$OUT/env.txt'; exit \${PIPESTATUS[0]}"
 fi
 
 rm -f "$OUT/core_cases.jsonl"
@@ -56,6 +56,16 @@ else
 fi
 
 step "fp16 accuracy" bash -c "$PY bench/fp16_accuracy.py --json '$OUT/fp16_accuracy.json' 2>&1 | tee '$OUT/fp16_accuracy.log'; exit \${PIPESTATUS[0]}"
+
+# Timing for context: the core as built, tuning variants (sm_90 only) if present, torchvision.
+SPEED_LIBS=()
+if make -C plugin_src core CUDA_ARCHS=sm_90 BUILD_DIR="$PWD/build/minb3" EXTRA_NVCCFLAGS=-DDCN_SIMPLE_MIN_BLOCKS=3 \
+    >> "$OUT/env.txt" 2>&1; then SPEED_LIBS+=(--lib "minblocks3=build/minb3/libdcnconvert_core.so"); fi
+if [[ -f build/v1src/dcnForward.cu ]] && nvcc -O3 -std=c++17 -Xcompiler -fPIC -gencode=arch=compute_90,code=sm_90 \
+    -Ibuild/v1src -shared -o build/v1.so build/v1src/dcnForward.cu >> "$OUT/env.txt" 2>&1; then
+    SPEED_LIBS+=(--lib "v1=build/v1.so")
+fi
+step "speed (context)" bash -c "$PY bench/core_speed.py ${SPEED_LIBS[*]} 2>&1 | tee '$OUT/speed.log'; exit \${PIPESTATUS[0]}"
 
 {
     echo
@@ -84,6 +94,8 @@ EOF
     tail -3 "$OUT/pytest.log" 2>/dev/null
     echo "=== sanitizer"
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|core_sanitize:" "$OUT/sanitizer.log" 2>/dev/null
+    echo "=== speed"
+    cat "$OUT/speed.log" 2>/dev/null
     echo "=== fp16 accuracy"
     tail -8 "$OUT/fp16_accuracy.log" 2>/dev/null
     echo "=== steps"

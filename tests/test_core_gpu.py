@@ -91,6 +91,8 @@ FIXED_CASES: list[Case] = [
     Case("big_256_s2_g4", 2, 8, 256, 200, 8, (3, 3), (2, 2), (1, 1), group=4, dg=4, off_scale=3.0),
     Case("cout70_k27", 1, 3, 40, 48, 70, (3, 3), padding=(1, 1)),
     Case("cout130_g2", 2, 32, 20, 20, 130, (3, 3), padding=(1, 1), group=2, dg=2),
+    Case("cout128_tiles", 1, 16, 33, 47, 128, (3, 3), padding=(1, 1), dg=2, off_scale=2.0),
+    Case("cg1_k5_g4", 2, 4, 11, 13, 8, (5, 5), padding=(2, 2), group=4, dg=4, off_scale=2.0),
     Case("pad_bigger_than_input", 1, 2, 2, 3, 3, (3, 3), padding=(2, 2), dilation=(2, 1), off_scale=0.5),
     Case("k1_s2_dg2", 1, 4, 5, 4, 4, (1, 1), (2, 2), dg=2, bias=False),
 ]

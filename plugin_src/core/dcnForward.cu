@@ -132,25 +132,37 @@ dcn::simple::KernelArgs makeArgs(DcnParams const& p)
     return a;
 }
 
-template <typename T>
-DcnStatus launchSimple(DcnParams const& p, void const* x, void const* offset, void const* mask,
-    void const* weight, void const* bias, void* out, cudaStream_t stream, char* msg, size_t msgLen)
+template <typename T, int BM>
+DcnStatus launchSimpleTile(DcnParams const& p, dcn::simple::KernelArgs const& a, void const* x, void const* offset,
+    void const* mask, void const* weight, void const* bias, void* out, cudaStream_t stream, char* msg, size_t msgLen)
 {
     using namespace dcn::simple;
-    KernelArgs const a = makeArgs(p);
-    dim3 const grid(static_cast<unsigned>((a.pixels + kBN - 1) / kBN),
-        static_cast<unsigned>((a.mg + kBM - 1) / kBM), static_cast<unsigned>(p.group));
-    dcnSimpleForwardKernel<T><<<grid, kThreads, 0, stream>>>(a, static_cast<T const*>(x),
+    dim3 const grid(static_cast<unsigned>((a.pixels + kBN - 1) / kBN), static_cast<unsigned>((a.mg + BM - 1) / BM),
+        static_cast<unsigned>(p.group));
+    dcnSimpleForwardKernel<T, BM><<<grid, kThreads, 0, stream>>>(a, static_cast<T const*>(x),
         static_cast<T const*>(offset), static_cast<T const*>(mask), static_cast<T const*>(weight),
         static_cast<T const*>(bias), static_cast<T*>(out));
     cudaError_t const err = cudaGetLastError();
     if (err != cudaSuccess)
     {
-        setMsg(msg, msgLen, "launch of dcnSimpleForwardKernel<%s> (grid %u x %u x %u) failed: %s (%s)",
-            dtypeName(p.dtype), grid.x, grid.y, grid.z, cudaGetErrorName(err), cudaGetErrorString(err));
+        setMsg(msg, msgLen, "launch of dcnSimpleForwardKernel<%s, %d> (grid %u x %u x %u) failed: %s (%s)",
+            dtypeName(p.dtype), BM, grid.x, grid.y, grid.z, cudaGetErrorName(err), cudaGetErrorString(err));
         return kDCN_CUDA_ERROR;
     }
     return kDCN_SUCCESS;
+}
+
+/* The simple kernel with a 32-channel tile for groups of at most 32 output channels, else 64. */
+template <typename T>
+DcnStatus launchSimple(DcnParams const& p, void const* x, void const* offset, void const* mask,
+    void const* weight, void const* bias, void* out, cudaStream_t stream, char* msg, size_t msgLen)
+{
+    dcn::simple::KernelArgs const a = makeArgs(p);
+    if (a.mg <= 32)
+    {
+        return launchSimpleTile<T, 32>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    }
+    return launchSimpleTile<T, 64>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
 }
 
 } // namespace
@@ -321,11 +333,11 @@ DCN_CORE_EXPORT DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgL
         }
     }
     // Launch-geometry limits of the simple kernel.
-    int64_t const mTiles = (p->cout / p->group + dcn::simple::kBM - 1) / dcn::simple::kBM;
+    int64_t const mTiles = (p->cout / p->group + dcn::simple::kBMMax - 1) / dcn::simple::kBMMax;
     if (mTiles > kMaxGridY)
     {
         setMsg(msg, msgLen, "DcnParams: cout / group = %lld output channels per group is more than supported (%lld)",
-            static_cast<long long>(p->cout / p->group), static_cast<long long>(kMaxGridY * dcn::simple::kBM));
+            static_cast<long long>(p->cout / p->group), static_cast<long long>(kMaxGridY * dcn::simple::kBMMax));
         return kDCN_UNSUPPORTED;
     }
     int64_t const pTiles = (p->n * p->ho * p->wo + dcn::simple::kBN - 1) / dcn::simple::kBN;
