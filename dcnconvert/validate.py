@@ -209,6 +209,6 @@ def validate_matches(matches: Sequence[DcnMatch], target: Union[schema.Target, s
         return
     first = found[0]
     if len(found) > 1:
-        first.message += f" (and {len(found) - 1} more problem(s); `dcnconvert inspect MODEL` lists every node)"
+        first.message += f" (and {len(found) - 1} more problem(s) in this model)"
         first.args = (first.message,)
     raise first

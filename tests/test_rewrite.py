@@ -1,0 +1,393 @@
+"""rewrite: the node contract, preservation of everything else, targets, errors, and exact helpers.
+
+Numbers: the rewritten graph's helper nodes (Pad, Slice, Sigmoid, ones mask) run in ONNX Runtime,
+then the plugin node's inputs go through a standard ONNX ``DeformConv`` built from the plugin's
+attributes; the result must equal the same model in standard form (or the original, where ORT runs
+it) on fresh random inputs. (dcnconvert.reference/evaluate test the plugin semantics themselves.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+from bad_inputs import EXPECTED, corpus_models
+from dcnconvert import onnx_io, samples, schema
+from dcnconvert.errors import NoMatchError, UnsupportedNodeError, ValidationError
+from dcnconvert.rewrite import rewrite_model
+
+ATTR = onnx.AttributeProto
+
+
+def _run(model: onnx.ModelProto, feeds: dict, outputs=None) -> list:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in sess.get_inputs()}
+    return sess.run(outputs, {k: v for k, v in feeds.items() if k in wanted})
+
+
+def _plugin_nodes(model):
+    return [n for n in model.graph.node if n.op_type == schema.PLUGIN_NAME and n.domain == schema.PLUGIN_DOMAIN]
+
+
+def _attrs(node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _helper_outputs(model: onnx.ModelProto, names, feeds: dict) -> dict:
+    """Values of ``names`` in a rewritten model, running everything but the plugin nodes in ORT."""
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    known = {**inits, **feeds}
+    wanted = [n for n in names if n not in known]
+    sub = onnx.ModelProto()
+    sub.CopyFrom(model)
+    graph = sub.graph
+    keep = [n for n in graph.node if n.op_type != schema.PLUGIN_NAME]
+    del graph.node[:]
+    graph.node.extend(keep)
+    used = {i for n in keep for i in n.input}
+    inputs = [vi for vi in graph.input if vi.name in used]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    del graph.output[:]
+    graph.output.extend(helper.make_empty_tensor_value_info(name) for name in wanted)
+    values = dict(zip(wanted, _run(sub, feeds))) if wanted else {}
+    return {n: values[n] if n in values else known[n] for n in names}
+
+
+def _run_rewritten(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    """Run a rewritten single-DCN model: helpers in ORT, the plugin as a standard DeformConv in ORT."""
+    (plugin,) = _plugin_nodes(model)
+    values = _helper_outputs(model, list(plugin.input), feeds)
+    a = _attrs(plugin)
+    p, (x, off, mask, w) = a["padding"], plugin.input[:4]
+    with_bias = len(plugin.input) == 5
+    names = ["X", "W", "offset", "B", "mask"] if with_bias else ["X", "W", "offset", "mask"]
+    node = helper.make_node("DeformConv", ["X", "W", "offset", "B" if with_bias else "", "mask"],
+                            ["Y"], strides=a["stride"], pads=[p[0], p[1], p[0], p[1]], dilations=a["dilation"],
+                            group=a["group"], offset_group=a["deformable_group"])
+    inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in names]
+    std = helper.make_model(helper.make_graph([node], "std", inputs, [helper.make_empty_tensor_value_info("Y")]),
+                            opset_imports=[helper.make_opsetid("", 19)])
+    std.ir_version = 9
+    std_feeds = {"X": values[x], "W": values[w], "offset": values[off], "mask": values[mask]}
+    if with_bias:
+        std_feeds["B"] = values[plugin.input[4]]
+    return _run(std, std_feeds)[0]
+
+
+def _expected(form: str, params: dict, feeds: dict, original: onnx.ModelProto) -> np.ndarray:
+    """The original model's output: ORT runs the standard forms; others via the equivalent standard model."""
+    if form == "onnx.DeformConv" or (form == "paddle2onnx.DeformConv" and params.get("deformable_group", 1) == 1):
+        return _run(original, feeds)[0]  # (ORT rightly rejects Paddle2ONNX's missing offset_group when dg > 1)
+    std_params = dict(params)
+    std_params.pop("pads", None)
+    std_params["bias"] = samples._SPEC[form][5] if params.get("bias") is None else params["bias"]
+    std = samples.build("onnx.DeformConv", **std_params)
+    std_feeds = dict(feeds)
+    if "offset_mask" in feeds:
+        om = feeds["offset_mask"]
+        two_thirds = om.shape[1] * 2 // 3
+        std_feeds["offset"] = om[:, :two_thirds]
+        std_feeds["mask"] = (1 / (1 + np.exp(-om[:, two_thirds:].astype(np.float64)))).astype(np.float32)
+    elif "mask" not in feeds:
+        k = params.get("deformable_group", 1) * np.prod(params.get("kernel", (3, 3)))
+        off = feeds["offset"]
+        std_feeds["mask"] = np.ones((off.shape[0], k, off.shape[2], off.shape[3]), np.float32)
+    return _run(std, std_feeds)[0]
+
+
+GRID = [
+    dict(),
+    dict(n=2, c=4, cout=4, kernel=(3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2), group=2,
+         deformable_group=2, h=9, w=8),
+    dict(n=3, c=8, cout=4, kernel=(1, 3), stride=(1, 2), padding=(0, 1), deformable_group=4, h=5, w=10, bias=False),
+    dict(n=2, c=4, cout=6, stride=(2, 2), padding=(2, 2), dilation=(2, 2), deformable_group=2, dynamic=True),
+]
+
+
+def _supported(form, params):
+    params = dict(params)
+    if params.get("bias") is False and not samples._SPEC[form][5]:
+        params.pop("bias")
+    return params if samples.supports(form, **params) else None
+
+
+@pytest.mark.parametrize("case", range(len(GRID)))
+@pytest.mark.parametrize("form", samples.FORMS)
+def test_rewritten_model_equals_original(form, case):
+    params = _supported(form, GRID[case])
+    if params is None:
+        pytest.skip(f"{form} cannot express grid case {case}")
+    params["seed"] = case
+    model = samples.build(form, **params)
+    out, report = rewrite_model(model)
+    feeds = samples.input_feeds(model, seed=100 + case)
+    got = _run_rewritten(out, feeds)
+    want = _expected(form, params, feeds, model)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.abs(want).max() > 0.1  # not a trivially zero output
+
+
+@pytest.mark.parametrize("pads", [(0, 1, 2, 1), (2, 0, 1, 0), (1, 1, 0, 2), (0, 0, 1, 1)])
+@pytest.mark.parametrize("form", ["onnx.DeformConv", "paddle2onnx.DeformConv"])
+def test_asymmetric_pads_are_exact(form, pads):
+    model = samples.build(form, pads=pads, h=6, w=7, stride=(2, 1), seed=7)
+    out, _ = rewrite_model(model)
+    assert [n.op_type for n in out.graph.node][-2:] == ["Pad", schema.PLUGIN_NAME]
+    assert _attrs(_plugin_nodes(out)[0])["padding"] == [0, 0]
+    feeds = samples.input_feeds(model, seed=3)
+    np.testing.assert_allclose(_run_rewritten(out, feeds), _run(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [9, 10, 11])
+def test_logits_split_at_old_opsets(opset):
+    """Slice-1 (attributes) below opset 10, Slice-10 (inputs) from 10; Sigmoid of the last third."""
+    model = samples.build("eweill.DCNv2_TRT", opset=opset, deformable_group=2, c=4, seed=opset)
+    out, _ = rewrite_model(model)
+    slices = [n for n in out.graph.node if n.op_type == "Slice"]
+    assert len(slices) == 2 and all((len(n.input) == 1) == (opset < 10) for n in slices)
+    feeds = samples.input_feeds(model, seed=1)
+    (plugin,) = _plugin_nodes(out)
+    values = _helper_outputs(out, list(plugin.input[1:3]), feeds)
+    offset, mask = values[plugin.input[1]], values[plugin.input[2]]
+    om = feeds["offset_mask"].astype(np.float64)
+    np.testing.assert_array_equal(offset, feeds["offset_mask"][:, :36])
+    np.testing.assert_allclose(mask, 1 / (1 + np.exp(-om[:, 36:])), rtol=1e-5, atol=1e-7)
+
+
+class TestOnesMask:
+    def _mask(self, model: onnx.ModelProto, offset: np.ndarray) -> np.ndarray:
+        out, _ = rewrite_model(model)
+        (plugin,) = _plugin_nodes(out)
+        return _helper_outputs(out, [plugin.input[2]], {"offset": offset})[plugin.input[2]]
+
+    @pytest.mark.parametrize("dg,kernel", [(1, (3, 3)), (2, (1, 3))])
+    def test_follows_dynamic_batch_and_spatial_dims(self, dg, kernel):
+        model = samples.build("mmcv.MMCVDeformConv2d", dynamic=True, deformable_group=dg, kernel=kernel)
+        k = dg * kernel[0] * kernel[1]
+        for n, h, w in ((1, 5, 6), (3, 7, 4)):
+            offset = np.random.default_rng(n).standard_normal((n, 2 * k, h, w)).astype(np.float32)
+            mask = self._mask(model, offset)
+            assert mask.shape == (n, k, h, w) and mask.dtype == np.float32
+            assert np.all(mask == 1)
+
+    def test_dtype_follows_the_offset(self):
+        model = samples.build("mmcv.MMCVDeformConv2d", dynamic=True)
+        for vi in list(model.graph.input) + list(model.graph.output):
+            vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+        w = model.graph.initializer[0]
+        w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w).astype(np.float16), w.name))
+        out, _ = rewrite_model(model)
+        (cos,) = [n for n in out.graph.node if n.op_type == "ConstantOfShape"]
+        assert _attrs(cos)["value"].data_type == onnx.TensorProto.FLOAT16
+
+    def test_unknown_kernel_uses_half_the_offset_channels(self):
+        model = samples.build("mmcv.MMCVDeformConv2d", dynamic=True, deformable_group=2)
+        model.graph.initializer[0].name = "w_in"
+        model.graph.input.append(helper.make_tensor_value_info("weight", onnx.TensorProto.FLOAT, None))
+        model.graph.node.insert(0, helper.make_node("Identity", ["w_in"], ["weight"]))
+        out, _ = rewrite_model(model)
+        assert "Div" in [n.op_type for n in out.graph.node]
+        mask = self._mask(model, np.zeros((2, 36, 3, 4), np.float32))
+        assert mask.shape == (2, 18, 3, 4)
+
+    def test_old_opset_static_uses_a_constant(self):
+        model = samples.build("mmcv.MMCVDeformConv2d", opset=8)
+        out, _ = rewrite_model(model)
+        (plugin,) = _plugin_nodes(out)
+        ones = {t.name: t for t in out.graph.initializer}[plugin.input[2]]
+        np.testing.assert_array_equal(numpy_helper.to_array(ones), np.ones((1, 9, 7, 9), np.float32))
+
+    def test_old_opset_dynamic_is_refused(self):
+        model = samples.build("mmcv.MMCVDeformConv2d", opset=8)
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+        model.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "N"
+        with pytest.raises(UnsupportedNodeError, match="opset 8"):
+            rewrite_model(model)
+
+
+class TestContract:
+    @pytest.mark.parametrize("target", list(schema.TARGETS))
+    @pytest.mark.parametrize("form", samples.FORMS)
+    def test_plugin_node(self, form, target):
+        model = samples.build(form, stride=(2, 2), deformable_group=2)
+        out, report = rewrite_model(model, target)
+        (plugin,) = _plugin_nodes(out)
+        t = schema.TARGETS[target]
+        assert plugin.name == model.graph.node[-1].name
+        assert list(plugin.output) == ["y"]
+        n_in = 5 if report.matches[0].with_bias else 4
+        assert len(plugin.input) == n_in
+        assert plugin.input[0] == "x" and plugin.input[3] == "weight"
+        assert plugin.input[1] == ("offset" if "offset" in report.matches[0].inputs else plugin.input[1])
+        if n_in == 5:
+            assert plugin.input[4] == "bias"
+        types = {a.name: a.type for a in plugin.attribute}
+        assert types == {"stride": ATTR.INTS, "padding": ATTR.INTS, "dilation": ATTR.INTS, "group": ATTR.INT,
+                         "deformable_group": ATTR.INT, "plugin_version": ATTR.STRING, "plugin_namespace": ATTR.STRING}
+        assert [a.name for a in plugin.attribute] == [f for f, _ in schema.PLUGIN_FIELDS] + [
+            schema.ATTR_PLUGIN_VERSION, schema.ATTR_PLUGIN_NAMESPACE]
+        a = _attrs(plugin)
+        assert a["stride"] == [2, 2] and a["padding"] == [1, 1] and a["dilation"] == [1, 1]
+        assert a["group"] == 1 and a["deformable_group"] == 2
+        assert a["plugin_version"] == t.plugin_version.encode() and a["plugin_namespace"] == t.plugin_namespace.encode()
+        opsets = {o.domain: o.version for o in out.opset_import}
+        assert opsets[schema.PLUGIN_DOMAIN] == schema.PLUGIN_DOMAIN_VERSION
+        onnx.checker.check_model(out)
+        if form != "dcnconvert.ModulatedDeformConv2d" or target != schema.DEFAULT_TARGET:
+            assert report.rewritten == [plugin.name]
+
+    def test_mask_input_names_for_modulated_forms(self):
+        out, _ = rewrite_model(samples.build("paddle-legacy.deformable_conv"))
+        assert list(_plugin_nodes(out)[0].input) == ["x", "offset", "mask", "weight"]
+
+
+def _decorated(form="mmcv.MMCVModulatedDeformConv2d") -> onnx.ModelProto:
+    """A sample with things to preserve: metadata, docs, value_info, an extra node and an unused initializer."""
+    model = samples.build(form, dynamic=True)
+    model.doc_string = "model doc"
+    model.domain = "org.example"
+    model.model_version = 7
+    model.graph.doc_string = "graph doc"
+    model.graph.node[-1].doc_string = "dcn doc"
+    meta = model.metadata_props.add()
+    meta.key, meta.value = "author", "tests"
+    graph = model.graph
+    graph.output[0].name = "y_final"
+    graph.node.append(helper.make_node("Relu", ["y"], ["y_final"], name="relu", doc_string="relu doc"))
+    graph.value_info.append(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 6, "OH", "OW"]))
+    graph.initializer.append(numpy_helper.from_array(np.arange(3, dtype=np.float32), "unused"))
+    return model
+
+
+class TestPreservation:
+    @pytest.mark.parametrize("form", ["mmcv.MMCVModulatedDeformConv2d", "mmcv.MMCVDeformConv2d",
+                                      "tensorrt_pro.Plugin.DCNv2", "tao.ModulatedDeformConv2d"])
+    def test_everything_else_is_kept(self, form):
+        model = _decorated(form)
+        out, _ = rewrite_model(model)
+        for field in ("ir_version", "producer_name", "producer_version", "doc_string", "domain", "model_version",
+                      "metadata_props"):
+            assert getattr(out, field) == getattr(model, field), field
+        assert [(o.domain, o.version) for o in out.opset_import][:-1] == [
+            (o.domain, o.version) for o in model.opset_import]
+        assert out.graph.name == model.graph.name and out.graph.doc_string == "graph doc"
+        assert out.graph.input == model.graph.input and out.graph.output == model.graph.output
+        assert out.graph.value_info == model.graph.value_info
+        assert out.graph.initializer[: len(model.graph.initializer)] == model.graph.initializer
+        assert out.graph.node[-1] == model.graph.node[-1]  # the Relu, untouched
+        assert _plugin_nodes(out)[0].doc_string == "dcn doc"
+        onnx.checker.check_model(out)
+
+    def test_input_model_is_not_modified(self):
+        model = _decorated("mmcv.MMCVDeformConv2d")
+        before = model.SerializeToString()
+        out, _ = rewrite_model(model)
+        assert out is not model and model.SerializeToString() == before
+
+    def test_inplace_returns_the_same_object(self):
+        model = samples.build("mmcv.MMCVDeformConv2d")
+        expected, _ = rewrite_model(model)
+        out, _ = rewrite_model(model, inplace=True)
+        assert out is model and out == expected
+
+    def test_default_opset_version_kept(self):
+        for opset in (19, 22):
+            out, _ = rewrite_model(samples.build("onnx.DeformConv", opset=opset))
+            assert {o.domain: o.version for o in out.opset_import}[""] == opset
+
+    def test_new_names_do_not_collide(self):
+        model = samples.build("mmcv.MMCVDeformConv2d")
+        graph = model.graph
+        graph.output[0].name = "dcn0/dcnconvert_offset_shape_out"
+        graph.node.append(helper.make_node("Identity", ["y"], ["dcn0/dcnconvert_offset_shape_out"],
+                                           name="dcn0/dcnconvert_offset_shape"))
+        out, _ = rewrite_model(model)
+        names = [o for n in out.graph.node for o in n.output]
+        assert len(names) == len(set(names))
+        node_names = [n.name for n in out.graph.node]
+        assert len(node_names) == len(set(node_names))
+        onnx.checker.check_model(out)
+
+    def test_unnamed_node(self):
+        model = samples.build("mmcv.MMCVDeformConv2d")
+        model.graph.node[0].name = ""
+        out, report = rewrite_model(model)
+        assert _plugin_nodes(out)[0].name == "" and report.rewritten == ["<unnamed MMCVDeformConv2d #0>"]
+        assert all(n.name.startswith("y/") for n in out.graph.node[:-1])
+
+    def test_external_data_round_trip(self, tmp_path):
+        model = samples.build("mmcv.MMCVModulatedDeformConv2d", c=16, cout=32)
+        onnx_io.save_model(model, tmp_path / "in.onnx", size_limit=1000)
+        assert onnx_io.file_uses_external_data(tmp_path / "in.onnx")
+        out, _ = rewrite_model(onnx_io.load_model(tmp_path / "in.onnx"), inplace=True)
+        onnx_io.save_model(out, tmp_path / "out.onnx", external_data=True)
+        back = onnx_io.load_model(tmp_path / "out.onnx")
+        expected, _ = rewrite_model(model)
+        assert back.graph.node == expected.graph.node and back.opset_import == expected.opset_import
+        for a, b in zip(back.graph.initializer, expected.graph.initializer, strict=True):
+            assert a.name == b.name
+            np.testing.assert_array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b))
+
+
+class TestTargetsAndNoOps:
+    def test_rewritten_model_is_a_no_op(self):
+        out, _ = rewrite_model(samples.build("mmcv.MMCVDeformConv2d"))
+        again, report = rewrite_model(out)
+        assert again == out and report.rewritten == [] and report.unchanged == ["dcn0"]
+
+    def test_retarget_both_ways(self):
+        out, _ = rewrite_model(samples.build("mmcv.MMCVDeformConv2d"))
+        builtin, report = rewrite_model(out, "trt-builtin")
+        assert report.rewritten == ["dcn0"]
+        assert _attrs(_plugin_nodes(builtin)[0])["plugin_version"] == b"2"
+        assert [n.op_type for n in builtin.graph.node] == [n.op_type for n in out.graph.node]
+        back, _ = rewrite_model(builtin, "dcnconvert")
+        assert back == out
+
+    def test_retarget_refuses_non_square(self):
+        out, _ = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d", stride=(2, 1)))
+        with pytest.raises(UnsupportedNodeError, match="dcn0"):
+            rewrite_model(out, "trt-builtin")
+
+    def test_no_dcn_warns_or_raises(self):
+        model = helper.make_model(helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", 1, [2])],
+            [helper.make_tensor_value_info("y", 1, [2])]))
+        out, report = rewrite_model(model)
+        assert out == model and report.rewritten == [] and "no deformable convolution" in report.warnings[0]
+        with pytest.raises(NoMatchError):
+            rewrite_model(model, require_match=True)
+
+    def test_unknown_dcn_like_op_is_skipped_with_a_warning(self):
+        model = samples.build("mmcv.MMCVModulatedDeformConv2d")
+        model.graph.node.append(helper.make_node("DCNv3_TRT", ["y"], ["z"], name="dcn3", domain="custom"))
+        model.opset_import.append(helper.make_opsetid("custom", 1))
+        model.graph.output[0].name = "z"
+        out, report = rewrite_model(model)
+        assert report.rewritten == ["dcn0"] and report.skipped[0][0] == "dcn3"
+        assert any("dcn3" in w for w in report.warnings)
+        assert out.graph.node[-1] == model.graph.node[-1]
+
+    def test_report_to_dict(self):
+        _, report = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d"))
+        data = report.to_dict()
+        assert data["target"] == "dcnconvert" and data["rewritten"] == ["dcn0"]
+        assert data["matches"][0]["form"] == "mmcv.MMCVModulatedDeformConv2d"
+
+
+@pytest.mark.parametrize("case", sorted(corpus_models()))
+def test_corpus_is_refused_before_anything_changes(case):
+    model = corpus_models()[case]
+    before = model.SerializeToString()
+    cls, words = EXPECTED[case]
+    with pytest.raises((ValidationError, UnsupportedNodeError)) as info:
+        rewrite_model(model, inplace=True)
+    assert type(info.value).__name__ == cls and "dcn0" in str(info.value)
+    assert model.SerializeToString() == before  # validation runs before any change, even in place
