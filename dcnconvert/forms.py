@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import onnx
 from onnx import helper
@@ -23,10 +23,10 @@ from onnx import helper
 from dcnconvert import schema
 from dcnconvert.schema import DcnAttrs
 
-Dim = Union[int, str, None]
+Dim = int | str | None
 
 #: Every form id a parser can return (besides ``"unknown"``).
-FORM_IDS: Tuple[str, ...] = (
+FORM_IDS: tuple[str, ...] = (
     "mmcv.MMCVModulatedDeformConv2d",
     "mmdeploy.MMCVModulatedDeformConv2d",
     "mmcv-legacy.MMCVModulatedDeformConv2d",
@@ -65,22 +65,22 @@ class GraphInfo:
         opset: version of the default ONNX domain.
     """
 
-    shapes: Dict[str, Optional[List[Dim]]] = field(default_factory=dict)
-    dtypes: Dict[str, int] = field(default_factory=dict)
-    producers: Dict[str, onnx.NodeProto] = field(default_factory=dict)
+    shapes: dict[str, list[Dim] | None] = field(default_factory=dict)
+    dtypes: dict[str, int] = field(default_factory=dict)
+    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)
     initializers: frozenset = frozenset()
     opset: int = 17
 
-    def shape(self, name: Optional[str]) -> Optional[List[Dim]]:
+    def shape(self, name: str | None) -> list[Dim] | None:
         if not name:
             return None
         return self.shapes.get(name)
 
-    def rank(self, name: Optional[str]) -> Optional[int]:
+    def rank(self, name: str | None) -> int | None:
         shape = self.shape(name)
         return None if shape is None else len(shape)
 
-    def dim(self, name: Optional[str], axis: int) -> Optional[int]:
+    def dim(self, name: str | None, axis: int) -> int | None:
         """Dimension ``axis`` of ``name`` if it is a known int."""
         shape = self.shape(name)
         if shape is None or not -len(shape) <= axis < len(shape):
@@ -88,7 +88,7 @@ class GraphInfo:
         value = shape[axis]
         return value if isinstance(value, int) else None
 
-    def is_absent(self, name: Optional[str]) -> bool:
+    def is_absent(self, name: str | None) -> bool:
         """True for an omitted optional input: empty name, or a tensor known to hold no elements."""
         if not name:
             return True
@@ -116,15 +116,15 @@ class ParsedDcn:
     """
 
     form: str
-    inputs: Dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
     mask_kind: str = "tensor"
-    attrs: Optional[DcnAttrs] = None
-    kernel: Optional[Tuple[int, int]] = None
-    prepad: Optional[Tuple[int, int, int, int]] = None
+    attrs: DcnAttrs | None = None
+    kernel: tuple[int, int] | None = None
+    prepad: tuple[int, int, int, int] | None = None
     convertible: bool = True
-    reason: Optional[str] = None
-    notes: List[str] = field(default_factory=list)
-    node_target: Optional[str] = None
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+    node_target: str | None = None
 
     @property
     def with_bias(self) -> bool:
@@ -151,9 +151,9 @@ def _attr_value(attr: onnx.AttributeProto):
 
 def read_attrs(
     node: onnx.NodeProto,
-    known: Dict[str, Sequence[str]],
+    known: dict[str, Sequence[str]],
     ignored: Sequence[str] = (),
-) -> Dict[str, object]:
+) -> dict[str, object]:
     """Read ``node``'s attributes into canonical keys.
 
     Args:
@@ -165,7 +165,7 @@ def read_attrs(
         NotConvertible: an attribute is not known, or two aliases disagree.
     """
     alias = {name: key for key, names in known.items() for name in names}
-    values: Dict[str, object] = {}
+    values: dict[str, object] = {}
     for attr in node.attribute:
         if attr.name in ignored:
             continue
@@ -190,7 +190,7 @@ def _int(value, name: str) -> int:
     return int(value)
 
 
-def _pair(value, name: str) -> Tuple[int, int]:
+def _pair(value, name: str) -> tuple[int, int]:
     """An INT or INTS attribute as an (h, w) pair."""
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value), int(value)
@@ -204,7 +204,7 @@ def _pair(value, name: str) -> Tuple[int, int]:
     raise NotConvertible(f"attribute '{name}' is {value!r}; expected an integer or a pair of integers")
 
 
-def _begin_end_pads(pads, name: str) -> Tuple[int, int, int, int]:
+def _begin_end_pads(pads, name: str) -> tuple[int, int, int, int]:
     """ONNX-style pads [h_begin, w_begin, h_end, w_end]."""
     if not isinstance(pads, (list, tuple)) or not all(isinstance(v, int) for v in pads):
         raise NotConvertible(f"attribute '{name}' is {pads!r}; expected 4 integers")
@@ -217,7 +217,7 @@ def _begin_end_pads(pads, name: str) -> Tuple[int, int, int, int]:
     return tuple(int(v) for v in pads)  # type: ignore[return-value]
 
 
-def _doubled_pads(pads, name: str) -> Tuple[int, int]:
+def _doubled_pads(pads, name: str) -> tuple[int, int]:
     """mmdeploy / OpenVINO 4-value padding ``[pH, pH, pW, pW]`` -> (pH, pW)."""
     if isinstance(pads, (list, tuple)) and len(pads) == 4 and all(isinstance(v, int) for v in pads):
         if pads[0] == pads[1] and pads[2] == pads[3]:
@@ -229,7 +229,7 @@ def _doubled_pads(pads, name: str) -> Tuple[int, int]:
     return _pair(pads, name)
 
 
-def _split_asymmetric(pads: Tuple[int, int, int, int]) -> Tuple[Tuple[int, int], Optional[Tuple[int, int, int, int]]]:
+def _split_asymmetric(pads: tuple[int, int, int, int]) -> tuple[tuple[int, int], tuple[int, int, int, int] | None]:
     """(plugin padding, prepad) for begin/end pads.
 
     Symmetric pads stay in the plugin. Otherwise all padding moves into an explicit zero ``Pad`` of
@@ -247,7 +247,7 @@ def _split_asymmetric(pads: Tuple[int, int, int, int]) -> Tuple[Tuple[int, int],
 # --------------------------------------------------------------------------------------------------
 
 
-def _inputs(node: onnx.NodeProto, roles: Sequence[Optional[str]], minimum: int) -> Dict[str, str]:
+def _inputs(node: onnx.NodeProto, roles: Sequence[str | None], minimum: int) -> dict[str, str]:
     names = list(node.input)
     while names and not names[-1]:
         names.pop()
@@ -265,8 +265,8 @@ def _finish(
     stride,
     padding,
     dilation,
-    group: Optional[int],
-    dg: Optional[int],
+    group: int | None,
+    dg: int | None,
     kernel_attr=None,
 ) -> ParsedDcn:
     """Check ranks and outputs, derive kernel, group and deformable group, build DcnAttrs."""
@@ -612,7 +612,7 @@ def parse_paddle_legacy(node, info):
 
 
 #: op_type -> parser. A parser returns None when the node is not a DCN after all.
-PARSERS: Dict[str, Callable[[onnx.NodeProto, GraphInfo], Optional[ParsedDcn]]] = {
+PARSERS: dict[str, Callable[[onnx.NodeProto, GraphInfo], ParsedDcn | None]] = {
     "MMCVModulatedDeformConv2d": parse_mmcv_modulated,
     "MMCVDeformConv2d": parse_mmcv_dcnv1,
     "DeformConv": parse_deform_conv,
@@ -648,7 +648,7 @@ def _fallback_form(node: onnx.NodeProto) -> str:
     return label.get(node.op_type, "unknown")
 
 
-def parse_node(node: onnx.NodeProto, info: GraphInfo) -> Optional[ParsedDcn]:
+def parse_node(node: onnx.NodeProto, info: GraphInfo) -> ParsedDcn | None:
     """Parse one node; None when it is not a deformable convolution.
 
     Nodes whose op type looks like a deformable convolution but match no known form come back

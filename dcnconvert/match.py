@@ -9,8 +9,8 @@ model that loaded: inference problems only leave shapes unknown.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Tuple
 
 import onnx
 
@@ -21,7 +21,7 @@ from dcnconvert.schema import DcnAttrs
 LOG = logging.getLogger("dcnconvert.match")
 
 #: Roles whose shapes a match reports, in display order.
-ROLES: Tuple[str, ...] = ("x", "offset", "mask", "offset_mask", "weight", "bias", "output")
+ROLES: tuple[str, ...] = ("x", "offset", "mask", "offset_mask", "weight", "bias", "output")
 
 
 @dataclass
@@ -54,20 +54,20 @@ class DcnMatch:
     op_type: str
     domain: str
     form: str
-    attrs: Optional[DcnAttrs]
-    kernel: Optional[Tuple[int, int]]
-    shapes: Dict[str, Optional[List[Dim]]]
+    attrs: DcnAttrs | None
+    kernel: tuple[int, int] | None
+    shapes: dict[str, list[Dim] | None]
     with_bias: bool
     convertible: bool
-    reason: Optional[str] = None
+    reason: str | None = None
     index: int = -1
-    inputs: Dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
     output: str = ""
     mask_kind: str = "tensor"
-    prepad: Optional[Tuple[int, int, int, int]] = None
-    notes: List[str] = field(default_factory=list)
-    node_target: Optional[str] = None
-    dtype: Optional[int] = None
+    prepad: tuple[int, int, int, int] | None = None
+    notes: list[str] = field(default_factory=list)
+    node_target: str | None = None
+    dtype: int | None = None
 
     @property
     def label(self) -> str:
@@ -103,10 +103,10 @@ class DcnMatch:
         }
 
 
-def _dims(type_proto: onnx.TypeProto) -> Optional[List[Dim]]:
+def _dims(type_proto: onnx.TypeProto) -> list[Dim] | None:
     if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
         return None
-    dims: List[Dim] = []
+    dims: list[Dim] = []
     for d in type_proto.tensor_type.shape.dim:
         if d.HasField("dim_value"):
             dims.append(int(d.dim_value))
@@ -117,7 +117,7 @@ def _dims(type_proto: onnx.TypeProto) -> Optional[List[Dim]]:
     return dims
 
 
-def default_opset(model: onnx.ModelProto) -> Optional[int]:
+def default_opset(model: onnx.ModelProto) -> int | None:
     """Version of the default ONNX domain imported by ``model`` (None if not imported)."""
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
@@ -125,7 +125,7 @@ def default_opset(model: onnx.ModelProto) -> Optional[int]:
     return None
 
 
-def infer_shapes_safely(model: onnx.ModelProto) -> Optional[onnx.ModelProto]:
+def infer_shapes_safely(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """ONNX shape inference on a weight-less skeleton of ``model``; None if it fails."""
     light = onnx_io.skeleton(model)
     try:
@@ -135,7 +135,7 @@ def infer_shapes_safely(model: onnx.ModelProto) -> Optional[onnx.ModelProto]:
         return None
 
 
-def graph_info(model: onnx.ModelProto, inferred: Optional[onnx.ModelProto] = None) -> GraphInfo:
+def graph_info(model: onnx.ModelProto, inferred: onnx.ModelProto | None = None) -> GraphInfo:
     """Collect shapes, element types and producers of the main graph's tensors."""
     info = GraphInfo(opset=default_opset(model) or 0)
     graph = model.graph
@@ -205,7 +205,7 @@ def _subgraph_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from _subgraph_nodes(sub)
 
 
-def find_dcn_nodes(model: onnx.ModelProto, *, info: Optional[GraphInfo] = None) -> List[DcnMatch]:
+def find_dcn_nodes(model: onnx.ModelProto, *, info: GraphInfo | None = None) -> list[DcnMatch]:
     """Find every deformable-convolution node of ``model``.
 
     Args:
@@ -218,7 +218,7 @@ def find_dcn_nodes(model: onnx.ModelProto, *, info: Optional[GraphInfo] = None) 
     """
     if info is None:
         info = graph_info(model, infer_shapes_safely(model))
-    matches: List[DcnMatch] = []
+    matches: list[DcnMatch] = []
     for index, node in enumerate(model.graph.node):
         parsed = forms.parse_node(node, info)
         if parsed is not None:

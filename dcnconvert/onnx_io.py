@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import Union
 
 import numpy as np
 import onnx
@@ -173,7 +174,7 @@ def _temp_path(folder: Path, name: str) -> Path:
     return folder / f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _remove_quietly(path: Optional[Path]) -> None:
+def _remove_quietly(path: Path | None) -> None:
     if path is not None:
         try:
             path.unlink()
@@ -187,9 +188,9 @@ def save_model(
     model: onnx.ModelProto,
     path: PathLike,
     *,
-    external_data: Optional[bool] = None,
+    external_data: bool | None = None,
     size_limit: int = PROTOBUF_LIMIT,
-) -> List[Path]:
+) -> list[Path]:
     """Write ``model`` to ``path`` atomically; never leaves a partial file behind.
 
     Args:
@@ -245,8 +246,7 @@ def save_model(
 
 def _write_file(path: Path, chunks) -> None:
     with open(path, "wb") as handle:
-        for chunk in chunks:
-            handle.write(chunk)
+        handle.writelines(chunks)
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -276,7 +276,7 @@ def _externalize(src: onnx.TensorProto, dst: onnx.TensorProto, location: str, of
         entry.value = value
 
 
-def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> List[Path]:
+def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> list[Path]:
     data_path = folder / f"{path.name}.data"
     tmp_onnx = _temp_path(folder, path.name)
     tmp_data = _temp_path(folder, data_path.name)

@@ -21,9 +21,10 @@ skipped with a warning; a recognised form that cannot be converted raises.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple, Union
 
 import numpy as np
 import onnx
@@ -56,11 +57,11 @@ class RewriteReport:
     """
 
     target: str
-    matches: List[DcnMatch] = field(default_factory=list)
-    rewritten: List[str] = field(default_factory=list)
-    unchanged: List[str] = field(default_factory=list)
-    skipped: List[Tuple[str, str]] = field(default_factory=list)
-    warnings: List[str] = field(default_factory=list)
+    matches: list[DcnMatch] = field(default_factory=list)
+    rewritten: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -77,7 +78,7 @@ class _Names:
     """Unique names for new nodes and tensors."""
 
     def __init__(self, model: onnx.ModelProto):
-        self.used: Set[str] = set()
+        self.used: set[str] = set()
 
         def walk(graph: onnx.GraphProto) -> None:
             self.used.update(t.name for t in graph.initializer)
@@ -104,23 +105,23 @@ class _Names:
 class _Builder:
     """Builds the replacement of one node in a graphsurgeon graph."""
 
-    def __init__(self, graph: gs.Graph, names: _Names, opset: int, dtypes: Dict[str, int]):
+    def __init__(self, graph: gs.Graph, names: _Names, opset: int, dtypes: dict[str, int]):
         self.graph = graph
         self.names = names
         self.opset = opset
         self.dtypes = dtypes
         self.tensors = graph.tensors()
-        self.nodes: List[gs.Node] = []
+        self.nodes: list[gs.Node] = []
 
     def const(self, base: str, values: np.ndarray) -> gs.Constant:
         return gs.Constant(self.names(base), values)
 
-    def node(self, op: str, base: str, inputs, attrs=None, n_out: int = 1) -> List[gs.Variable]:
+    def node(self, op: str, base: str, inputs, attrs=None, n_out: int = 1) -> list[gs.Variable]:
         outs = [gs.Variable(self.names(f"{base}_out" if n_out == 1 else f"{base}_out{i}")) for i in range(n_out)]
         self.nodes.append(gs.Node(op=op, name=self.names(base), attrs=attrs or {}, inputs=list(inputs), outputs=outs))
         return outs
 
-    def pad(self, base: str, x: gs.Tensor, prepad: Tuple[int, int, int, int]) -> gs.Tensor:
+    def pad(self, base: str, x: gs.Tensor, prepad: tuple[int, int, int, int]) -> gs.Tensor:
         hb, wb, he, we = prepad
         pads = [0, 0, hb, wb, 0, 0, he, we]
         if self.opset >= 11:
@@ -135,8 +136,8 @@ class _Builder:
             return self.node("Slice", base, inputs)[0]
         return self.node("Slice", base, [data], {"starts": [start], "ends": [end], "axes": [1]})[0]
 
-    def ones_mask(self, base: str, offset: gs.Tensor, channels: Optional[int], dtype: int,
-                  static_shape: Optional[List[int]]) -> gs.Tensor:
+    def ones_mask(self, base: str, offset: gs.Tensor, channels: int | None, dtype: int,
+                  static_shape: list[int] | None) -> gs.Tensor:
         """Ones of shape [N, dg*kh*kw, oH, oW] following the offset's (possibly dynamic) shape."""
         if self.opset < 9:
             if static_shape is None or channels is None:
@@ -165,7 +166,7 @@ class _Builder:
         return self.node("ConstantOfShape", f"{base}/dcnconvert_ones_mask", [mask_shape], {"value": one})[0]
 
 
-def _dtype(match: DcnMatch, info_dtypes: Dict[str, int], warnings: List[str]) -> int:
+def _dtype(match: DcnMatch, info_dtypes: dict[str, int], warnings: list[str]) -> int:
     for role in ("offset", "offset_mask", "x", "weight"):
         name = match.inputs.get(role)
         if name and info_dtypes.get(name):
@@ -175,7 +176,7 @@ def _dtype(match: DcnMatch, info_dtypes: Dict[str, int], warnings: List[str]) ->
 
 
 def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
-             shapes: Dict[str, Optional[list]], warnings: List[str]) -> List[gs.Node]:
+             shapes: dict[str, list | None], warnings: list[str]) -> list[gs.Node]:
     """Build the plugin node (and helpers) for ``match`` in place of ``old``."""
     builder.nodes = []
     t = builder.tensors
@@ -220,11 +221,11 @@ def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.
 
 def rewrite_model(
     model: onnx.ModelProto,
-    target: Union[schema.Target, str] = schema.DEFAULT_TARGET,
+    target: schema.Target | str = schema.DEFAULT_TARGET,
     *,
     require_match: bool = False,
     inplace: bool = False,
-) -> Tuple[onnx.ModelProto, RewriteReport]:
+) -> tuple[onnx.ModelProto, RewriteReport]:
     """Replace every DCN node of ``model`` by a ``ModulatedDeformConv2d`` plugin node.
 
     Args:
@@ -270,15 +271,12 @@ def rewrite_model(
     if not work:
         return out, report
 
-    graph = gs.import_onnx(light)
-    if len(graph.nodes) != len(light.graph.node):  # pragma: no cover - graphsurgeon keeps node order
-        raise ModelError("internal: graphsurgeon changed the node list", hint="report this as a bug")
     opset = info.opset or FALLBACK_OPSET
-    builder = _Builder(graph, _Names(light), opset, info.dtypes)
-    replacements: Dict[int, List[onnx.NodeProto]] = {}
-    new_initializers: List[onnx.TensorProto] = []
+    builder = _Builder(_import(light), _Names(light), opset, info.dtypes)
+    replacements: dict[int, list[onnx.NodeProto]] = {}
+    new_initializers: list[onnx.TensorProto] = []
     for m in work:
-        old = graph.nodes[m.index]
+        old = builder.graph.nodes[m.index]
         new_nodes = _replace(builder, m, target, old, m.shapes, report.warnings)
         replacements[m.index] = [OnnxExporter.export_node(n) for n in new_nodes]
         for n in new_nodes:
@@ -293,14 +291,34 @@ def rewrite_model(
     return out, report
 
 
+@contextlib.contextmanager
+def _gs_output_to_log():
+    """onnx-graphsurgeon prints its warnings on stdout; keep stdout for results (``--json``)."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        yield
+    text = buffer.getvalue().strip()
+    if text:
+        LOG.debug("onnx-graphsurgeon: %s", text)
+
+
+def _import(light: onnx.ModelProto) -> gs.Graph:
+    """The skeleton as a graphsurgeon graph whose ``nodes[i]`` is ``light.graph.node[i]``."""
+    with _gs_output_to_log():
+        graph = gs.import_onnx(light)
+    if len(graph.nodes) != len(light.graph.node):  # pragma: no cover - graphsurgeon keeps node order
+        raise ModelError("internal: graphsurgeon changed the node list", hint="report this as a bug")
+    return graph
+
+
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     return out
 
 
-def _splice(out: onnx.ModelProto, replacements: Dict[int, List[onnx.NodeProto]],
-            initializers: List[onnx.TensorProto], needs_default_opset: bool, report: RewriteReport) -> None:
+def _splice(out: onnx.ModelProto, replacements: dict[int, list[onnx.NodeProto]],
+            initializers: list[onnx.TensorProto], needs_default_opset: bool, report: RewriteReport) -> None:
     nodes = out.graph.node
     for index in sorted(replacements, reverse=True):
         doc = nodes[index].doc_string

@@ -24,7 +24,7 @@ The output is ``y``. With ``dynamic=True`` the dims are named ``N``, ``H``, ``W`
 from __future__ import annotations
 
 import json
-from typing import Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
@@ -35,7 +35,7 @@ from dcnconvert.forms import FORM_IDS
 from dcnconvert.schema import DcnAttrs
 
 #: Every source form :func:`build` can make (the same ids that :mod:`dcnconvert.forms` reports).
-FORMS: Tuple[str, ...] = FORM_IDS
+FORMS: tuple[str, ...] = FORM_IDS
 
 #: metadata_props keys written by :func:`build`.
 META_FORM = "dcnconvert.sample.form"
@@ -45,7 +45,7 @@ _MODULATED, _DCNV1, _LOGITS = "modulated", "dcnv1", "logits"
 
 # form -> (op_type, domain, domain opset, default ONNX opset, mask kind, has bias input,
 #          group allowed, square only)
-_SPEC: Dict[str, tuple] = {
+_SPEC: dict[str, tuple] = {
     "mmcv.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "mmcv", 1, 11, _MODULATED, True, True, False),
     "mmdeploy.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "mmdeploy", 1, 11, _MODULATED, True, True, False),
     "mmcv-legacy.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "", 0, 11, _MODULATED, True, True, False),
@@ -73,7 +73,7 @@ _SPEC: Dict[str, tuple] = {
 PADS_FORMS = ("onnx.DeformConv", "onnx.DeformConv.swapped", "paddle2onnx.DeformConv")
 
 
-def _pair(value, name: str) -> Tuple[int, int]:
+def _pair(value, name: str) -> tuple[int, int]:
     if isinstance(value, int):
         return value, value
     value = tuple(int(v) for v in value)
@@ -145,7 +145,7 @@ def supports(form: str, **kwargs) -> bool:
     return True
 
 
-def _attrs(p: dict) -> Dict[str, object]:
+def _attrs(p: dict) -> dict[str, object]:
     """The node attributes of ``p['form']``."""
     form, s, pd, d, g, dg = p["form"], list(p["stride"]), list(p["padding"]), list(p["dilation"]), p["group"], p["dg"]
     if form.endswith("MMCVModulatedDeformConv2d") or form.startswith("bevformer."):
@@ -199,11 +199,11 @@ def build(
     dilation: Sequence[int] = (1, 1),
     group: int = 1,
     deformable_group: int = 1,
-    bias: Optional[bool] = None,
+    bias: bool | None = None,
     seed: int = 0,
     dynamic: bool = False,
-    opset: Optional[int] = None,
-    pads: Optional[Sequence[int]] = None,
+    opset: int | None = None,
+    pads: Sequence[int] | None = None,
 ) -> onnx.ModelProto:
     """A model with one deformable convolution in ``form`` (see the module docstring for inputs).
 
@@ -283,7 +283,7 @@ def build(
     return model
 
 
-def sample_dims(model: onnx.ModelProto) -> Dict[str, int]:
+def sample_dims(model: onnx.ModelProto) -> dict[str, int]:
     """The symbolic-dim sizes stored by :func:`build` (empty for other models)."""
     for entry in model.metadata_props:
         if entry.key == META_DIMS:
@@ -291,7 +291,7 @@ def sample_dims(model: onnx.ModelProto) -> Dict[str, int]:
     return {}
 
 
-def input_feeds(model: onnx.ModelProto, seed: int = 0, *, dims: Optional[Dict[str, int]] = None) -> Dict[str, np.ndarray]:
+def input_feeds(model: onnx.ModelProto, seed: int = 0, *, dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     """Random inputs for every graph input that is not an initializer.
 
     ``offset`` ~ N(0, 2) (so some samples leave the image), ``mask`` uniform in (0, 1),
@@ -305,7 +305,7 @@ def input_feeds(model: onnx.ModelProto, seed: int = 0, *, dims: Optional[Dict[st
     sizes = {**sample_dims(model), **(dims or {})}
     initializers = {t.name for t in model.graph.initializer}
     rng = np.random.default_rng(seed)
-    feeds: Dict[str, np.ndarray] = {}
+    feeds: dict[str, np.ndarray] = {}
     for vi in model.graph.input:
         if vi.name in initializers:
             continue

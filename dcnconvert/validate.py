@@ -9,14 +9,14 @@ shape run only where the shape is known.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Union
+from collections.abc import Sequence
 
 from dcnconvert import schema
 from dcnconvert.errors import DcnConvertError, UnsupportedNodeError, UsageError, ValidationError
 from dcnconvert.match import DcnMatch
 
 
-def resolve_target(target: Union[schema.Target, str, None]) -> schema.Target:
+def resolve_target(target: schema.Target | str | None) -> schema.Target:
     """A :class:`~dcnconvert.schema.Target` from a Target, its name, or None (the default).
 
     Raises:
@@ -34,7 +34,7 @@ def resolve_target(target: Union[schema.Target, str, None]) -> schema.Target:
     return schema.TARGETS[target]
 
 
-def _dim(match: DcnMatch, role: str, axis: int) -> Optional[int]:
+def _dim(match: DcnMatch, role: str, axis: int) -> int | None:
     shape = match.shapes.get(role)
     if shape is None or not -len(shape) <= axis < len(shape):
         return None
@@ -46,7 +46,7 @@ def _err(match: DcnMatch, message: str, hint: str) -> ValidationError:
     return ValidationError(f"node '{match.label}': {message}", hint=hint, node=match.label)
 
 
-def problems(match: DcnMatch, target: Union[schema.Target, str, None] = None) -> List[DcnConvertError]:
+def problems(match: DcnMatch, target: schema.Target | str | None = None) -> list[DcnConvertError]:
     """Every problem of ``match`` for ``target``, most basic first (empty when it is fine)."""
     target = resolve_target(target)
     if not match.convertible or match.attrs is None:
@@ -59,7 +59,7 @@ def problems(match: DcnMatch, target: Union[schema.Target, str, None] = None) ->
                 node=match.label,
             )
         ]
-    found: List[DcnConvertError] = []
+    found: list[DcnConvertError] = []
     a = match.attrs
     for name, pair, low in (("stride", a.stride, 1), ("dilation", a.dilation, 1), ("padding", a.padding, 0)):
         if any(v < low for v in pair):
@@ -84,9 +84,9 @@ def problems(match: DcnMatch, target: Union[schema.Target, str, None] = None) ->
     return found
 
 
-def _channel_problems(match: DcnMatch) -> List[DcnConvertError]:
+def _channel_problems(match: DcnMatch) -> list[DcnConvertError]:
     a = match.attrs
-    found: List[DcnConvertError] = []
+    found: list[DcnConvertError] = []
     cin = _dim(match, "x", 1)
     cout = _dim(match, "weight", 0)
     wc = _dim(match, "weight", 1)
@@ -130,9 +130,9 @@ def _channel_problems(match: DcnMatch) -> List[DcnConvertError]:
     return found
 
 
-def _spatial_problems(match: DcnMatch) -> List[DcnConvertError]:
+def _spatial_problems(match: DcnMatch) -> list[DcnConvertError]:
     a = match.attrs
-    found: List[DcnConvertError] = []
+    found: list[DcnConvertError] = []
     sample_role = "offset_mask" if match.mask_kind == "logits" else "offset"
     batch = {role: _dim(match, role, 0) for role in ("x", sample_role, "mask") if role in match.shapes}
     known = {role: n for role, n in batch.items() if n is not None}
@@ -174,7 +174,7 @@ def _spatial_problems(match: DcnMatch) -> List[DcnConvertError]:
     return found
 
 
-def _square_problems(match: DcnMatch, target: schema.Target) -> List[DcnConvertError]:
+def _square_problems(match: DcnMatch, target: schema.Target) -> list[DcnConvertError]:
     a = match.attrs
     odd = [
         f"{name} = {list(pair)}"
@@ -195,14 +195,14 @@ def _square_problems(match: DcnMatch, target: schema.Target) -> List[DcnConvertE
     ]
 
 
-def validate_matches(matches: Sequence[DcnMatch], target: Union[schema.Target, str, None] = None) -> None:
+def validate_matches(matches: Sequence[DcnMatch], target: schema.Target | str | None = None) -> None:
     """Raise the first problem of ``matches`` (its message counts the others); return if none.
 
     Raises:
         ValidationError: bad attribute values or inconsistent shapes.
         UnsupportedNodeError: a node that cannot be converted, or not for this target.
     """
-    found: List[DcnConvertError] = []
+    found: list[DcnConvertError] = []
     for match in matches:
         found += problems(match, target)
     if not found:

@@ -8,7 +8,6 @@ the CLI tests (``from bad_inputs import write_corpus, EXPECTED``; tests/ is on s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Tuple
 
 import onnx
 from onnx import helper
@@ -16,7 +15,7 @@ from onnx import helper
 from dcnconvert import samples
 
 #: case -> (error class name, substrings of the message, lower-cased)
-EXPECTED: Dict[str, Tuple[str, Tuple[str, ...]]] = {
+EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
     "truncated": ("ModelError", ("truncated",)),
     "not_onnx": ("ModelError", ("not",)),
     "missing": ("ModelError", ("not found",)),
@@ -58,10 +57,10 @@ def _dcn_3d() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("mmcv", 1)])
 
 
-def corpus_models() -> Dict[str, onnx.ModelProto]:
+def corpus_models() -> dict[str, onnx.ModelProto]:
     """The DCN models of the corpus (the unreadable files are made in :func:`write_corpus`)."""
     form = "mmcv.MMCVModulatedDeformConv2d"
-    models: Dict[str, onnx.ModelProto] = {"dcn_3d": _dcn_3d()}
+    models: dict[str, onnx.ModelProto] = {"dcn_3d": _dcn_3d()}
 
     m = samples.build(form)
     _set_channels(m, "offset", 20)
@@ -89,12 +88,12 @@ def corpus_models() -> Dict[str, onnx.ModelProto]:
     return models
 
 
-def write_corpus(folder: Path) -> Dict[str, Path]:
+def write_corpus(folder: Path) -> dict[str, Path]:
     """Write every case of :data:`EXPECTED` into ``folder``; ``missing`` is a path that does not exist."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     good = samples.build("mmcv.MMCVModulatedDeformConv2d").SerializeToString()
-    paths: Dict[str, Path] = {}
+    paths: dict[str, Path] = {}
     paths["truncated"] = folder / "truncated.onnx"
     paths["truncated"].write_bytes(good[: len(good) // 2])
     paths["not_onnx"] = folder / "not_onnx.onnx"

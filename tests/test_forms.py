@@ -264,7 +264,7 @@ class TestOtherForms:
         assert not parsed.convertible and "stride_h" in parsed.reason
 
     def test_plugin_without_dcn_name_is_not_a_dcn(self):
-        assert parse_node(_node("Plugin", ["x"], **{"name": "HSwish", "info": ""}), _info()) is None
+        assert parse_node(_node("Plugin", ["x"], name="HSwish", info=""), _info()) is None
 
     @pytest.mark.parametrize("info,expected", [
         ("", DcnAttrs((1, 1), (1, 1), (1, 1), 1, 1)),
@@ -273,7 +273,7 @@ class TestOtherForms:
     ])
     def test_trt_pro_plugin_info(self, info, expected):
         shapes = dict(STD_SHAPES, om=[1, 27 * expected.deformable_group, 8, 8])
-        node = _node("Plugin", ["x", "om", "weight", "bias"], **{"name": "DCNv2", "info": info})
+        node = _node("Plugin", ["x", "om", "weight", "bias"], name="DCNv2", info=info)
         parsed = parse_node(node, _info(**shapes))
         assert parsed.form == "tensorrt_pro.Plugin.DCNv2" and parsed.attrs == expected
         assert parsed.mask_kind == "logits" and parsed.inputs["offset_mask"] == "om"
@@ -281,13 +281,13 @@ class TestOtherForms:
     @pytest.mark.parametrize("info,words", [("{not json", "not JSON"), ('{"kernel": 3}', "unknown keys"),
                                             ("[1, 2]", "not a JSON object"), ('{"groups": 2}', "no group")])
     def test_trt_pro_plugin_bad_info(self, info, words):
-        node = _node("Plugin", ["x", "om", "weight", "bias"], **{"name": "DCNv2", "info": info})
+        node = _node("Plugin", ["x", "om", "weight", "bias"], name="DCNv2", info=info)
         parsed = parse_node(node, _info(**STD_SHAPES))
         assert not parsed.convertible and words in parsed.reason
 
     def test_dcnv2_trt(self):
         node = _node("DCNv2_TRT", ["x", "om", "weight", "bias"], dilation=[1, 1], padding=[1, 1], stride=[1, 1],
-                     deformable_groups=1, **{"name": "DCNv2"})
+                     deformable_groups=1, name="DCNv2")
         parsed = parse_node(node, _info(**dict(STD_SHAPES, om=[1, 27, 8, 8])))
         assert parsed.form == "eweill.DCNv2_TRT" and parsed.mask_kind == "logits" and parsed.convertible
 

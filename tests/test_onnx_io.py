@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from bad_inputs import EXPECTED, write_corpus
 from onnx import helper, numpy_helper
 
-from bad_inputs import EXPECTED, write_corpus
 from dcnconvert import onnx_io, samples
 from dcnconvert.errors import ModelError, OutputError
 

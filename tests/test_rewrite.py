@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from bad_inputs import EXPECTED, corpus_models
 from onnx import helper, numpy_helper
 
-from bad_inputs import EXPECTED, corpus_models
 from dcnconvert import onnx_io, samples, schema
 from dcnconvert.errors import NoMatchError, UnsupportedNodeError, ValidationError
 from dcnconvert.rewrite import rewrite_model
@@ -125,7 +125,7 @@ def test_rewritten_model_equals_original(form, case):
         pytest.skip(f"{form} cannot express grid case {case}")
     params["seed"] = case
     model = samples.build(form, **params)
-    out, report = rewrite_model(model)
+    out, _ = rewrite_model(model)
     feeds = samples.input_feeds(model, seed=100 + case)
     got = _run_rewritten(out, feeds)
     want = _expected(form, params, feeds, model)
@@ -390,4 +390,37 @@ def test_corpus_is_refused_before_anything_changes(case):
     with pytest.raises((ValidationError, UnsupportedNodeError)) as info:
         rewrite_model(model, inplace=True)
     assert type(info.value).__name__ == cls and "dcn0" in str(info.value)
+    assert all(w in str(info.value).lower() for w in words)
     assert model.SerializeToString() == before  # validation runs before any change, even in place
+
+
+def test_model_without_default_opset_gets_one_for_the_helpers(capsys):
+    model = samples.build("mmcv.MMCVDeformConv2d", dynamic=True)
+    del model.opset_import[0]
+    out, report = rewrite_model(model)
+    assert {o.domain: o.version for o in out.opset_import}[""] == 13
+    assert any("no default ONNX opset" in w for w in report.warnings)
+    onnx.checker.check_model(out)
+    assert capsys.readouterr().out == ""  # graphsurgeon's warnings never reach stdout
+
+
+def test_dcn_in_a_subgraph_is_refused():
+    inner = samples.build("mmcv.MMCVModulatedDeformConv2d").graph
+    body = helper.make_graph(list(inner.node), "body", [], [helper.make_tensor_value_info("y", 1, None)],
+                             list(inner.initializer))
+    cond = helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])
+    node = helper.make_node("If", ["cond"], ["out"], then_branch=body, else_branch=body, name="if")
+    model = helper.make_model(
+        helper.make_graph([node], "g", [cond] + list(inner.input), [helper.make_tensor_value_info("out", 1, None)]),
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("mmcv", 1)])
+    with pytest.raises(UnsupportedNodeError, match="subgraph"):
+        rewrite_model(model)
+
+
+def test_checker_failure_of_the_input_is_only_a_warning():
+    model = samples.build("centernet.DCNv2")  # default-domain custom op: onnx.checker rejects the input
+    model.graph.node.append(helper.make_node("MyCustomOp", ["y"], ["z"], name="custom"))
+    model.graph.output[0].name = "z"
+    _, report = rewrite_model(model)
+    assert report.rewritten == ["dcn0"]
+    assert any("already before the rewrite" in w for w in report.warnings)

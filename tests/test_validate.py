@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from bad_inputs import EXPECTED, corpus_models
+
 from dcnconvert import samples, schema, validate
 from dcnconvert.errors import UnsupportedNodeError, UsageError, ValidationError
 from dcnconvert.match import find_dcn_nodes
