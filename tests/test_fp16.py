@@ -99,7 +99,7 @@ def test_every_form(form, precision):
     assert {vi.type.tensor_type.elem_type for vi in io} == {TP.FLOAT}
     feeds = samples.input_feeds(original, seed=5, dims={"N": 2} if dynamic else None)
     ref = evaluate.run_model(rewritten, feeds)
-    got = evaluate.run_model(cast, feeds)
+    got = evaluate.run_model(cast, feeds, backend="reference")  # computes in the graph's types
     assert _max_scaled_error(ref, got) < TOL[precision]
 
 
@@ -111,7 +111,7 @@ def test_low_io_precision(form):
     assert {vi.type.tensor_type.elem_type for vi in list(cast.graph.input) + list(cast.graph.output)} == {TP.FLOAT16}
     assert report.io_precision == "fp16"
     feeds = samples.input_feeds(rewritten, seed=1)
-    got = evaluate.run_model(cast, {k: v.astype(np.float16) for k, v in feeds.items()})
+    got = evaluate.run_model(cast, {k: v.astype(np.float16) for k, v in feeds.items()}, backend="reference")
     assert _max_scaled_error(evaluate.run_model(rewritten, feeds), got) < TOL["fp16"]
 
 
@@ -212,7 +212,7 @@ class TestNetwork:
         if feed is None:  # NumPy has no bfloat16 input; feed through ml_dtypes
             ml_dtypes = pytest.importorskip("ml_dtypes")
             feed = x.astype(ml_dtypes.bfloat16)
-        got = evaluate.run_model(cast, {"x": feed})
+        got = evaluate.run_model(cast, {"x": feed}, backend="reference")
         np.testing.assert_array_equal(got["xs_i"], ref["xs_i"])
         ref.pop("xs_i"), got.pop("xs_i")
         assert _max_scaled_error(ref, got) < TOL[precision]
