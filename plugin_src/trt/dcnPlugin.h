@@ -1,0 +1,160 @@
+/*
+ * dcnconvert: the ModulatedDeformConv2d TensorRT plugin (IPluginV3) and its creator.
+ *
+ * Thin glue: converts TensorRT tensor descriptors into DcnParams and calls the TensorRT-free core
+ * (plugin_src/core/dcnForward.h). Identity and fields must agree with dcnconvert/schema.py; the
+ * contract test (tests/test_plugin_contract.py) reads the constants and the field table below.
+ */
+#ifndef DCN_TRT_DCN_PLUGIN_H
+#define DCN_TRT_DCN_PLUGIN_H
+
+#include "NvInferRuntime.h"
+
+#include "../core/dcnParams.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dcnconvert
+{
+namespace trt
+{
+
+// --- Identity (schema.py: PLUGIN_NAME, PLUGIN_VERSION, PLUGIN_NAMESPACE) ---
+constexpr char const* kDCN_PLUGIN_NAME{"ModulatedDeformConv2d"};
+constexpr char const* kDCN_PLUGIN_VERSION{"1"};
+constexpr char const* kDCN_PLUGIN_NAMESPACE{"dcnconvert"};
+
+// --- Fields (schema.py: PLUGIN_FIELDS), in declaration order ---
+struct DcnFieldSpec
+{
+    char const* name;
+    nvinfer1::PluginFieldType type;
+    int32_t length;
+};
+
+constexpr int32_t kDCN_NB_FIELDS{5};
+constexpr DcnFieldSpec kDCN_FIELDS[kDCN_NB_FIELDS] = {
+    {"stride", nvinfer1::PluginFieldType::kINT32, 2},
+    {"padding", nvinfer1::PluginFieldType::kINT32, 2},
+    {"dilation", nvinfer1::PluginFieldType::kINT32, 2},
+    {"group", nvinfer1::PluginFieldType::kINT32, 1},
+    {"deformable_group", nvinfer1::PluginFieldType::kINT32, 1},
+};
+
+// --- Inputs (schema.py: INPUT_NAMES) ---
+constexpr int32_t kIN_X{0};
+constexpr int32_t kIN_OFFSET{1};
+constexpr int32_t kIN_MASK{2};
+constexpr int32_t kIN_WEIGHT{3};
+constexpr int32_t kIN_BIAS{4};
+constexpr int32_t kMIN_INPUTS{4};
+constexpr int32_t kMAX_INPUTS{5};
+
+//! The plugin's attributes; pairs are (h, w) as in the ONNX node.
+struct DcnAttributes
+{
+    int32_t stride[2]{1, 1};
+    int32_t padding[2]{0, 0};
+    int32_t dilation[2]{1, 1};
+    int32_t group{1};
+    int32_t deformableGroup{1};
+};
+
+//! Parses and validates a field collection (createPlugin in either phase). Every field is required;
+//! int32 and int64 are accepted; messages name the field and the value. Throws DcnError.
+DcnAttributes parseFields(nvinfer1::PluginFieldCollection const* fc);
+
+//! Text of a DataType for messages ("FLOAT", "HALF", "BF16", ... or "DataType(<n>)").
+char const* dataTypeName(nvinfer1::DataType type) noexcept;
+
+class DcnPlugin final : public nvinfer1::IPluginV3,
+                        public nvinfer1::IPluginV3OneCore,
+                        public nvinfer1::IPluginV3OneBuild,
+                        public nvinfer1::IPluginV3OneRuntime
+{
+public:
+    DcnPlugin(std::string layerName, DcnAttributes const& attrs);
+    DcnPlugin(DcnPlugin const& other);
+    DcnPlugin& operator=(DcnPlugin const&) = delete;
+    ~DcnPlugin() override;
+
+    DcnAttributes const& attributes() const noexcept
+    {
+        return mAttrs;
+    }
+
+    // --- IPluginV3 methods ---
+    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
+    nvinfer1::IPluginV3* clone() noexcept override;
+
+    // --- IPluginV3OneCore methods ---
+    char const* getPluginName() const noexcept override;
+    char const* getPluginVersion() const noexcept override;
+    char const* getPluginNamespace() const noexcept override;
+
+    // --- IPluginV3OneBuild methods ---
+    int32_t getNbOutputs() const noexcept override;
+    int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs, nvinfer1::DataType const* inputTypes,
+        int32_t nbInputs) const noexcept override;
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
+        int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+        nvinfer1::IExprBuilder& exprBuilder) noexcept override;
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
+        int32_t nbOutputs) noexcept override;
+    int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
+    size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+        nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+
+    // --- IPluginV3OneRuntime methods ---
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
+        int32_t nbOutputs) noexcept override;
+    int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+        void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept override;
+    nvinfer1::IPluginV3* attachToContext(nvinfer1::IPluginResourceContext* context) noexcept override;
+    nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
+
+private:
+    //! "ModulatedDeformConv2d 'layer': method" for messages.
+    std::string where(char const* method) const;
+    //! DcnParams from concrete dims and type (validated by the core); throws DcnError.
+    DcnParams makeParams(nvinfer1::Dims const* inDims, int32_t nbInputs, nvinfer1::Dims const& outDims,
+        nvinfer1::DataType type) const;
+    void setErrorRecorder(nvinfer1::IErrorRecorder* recorder) noexcept;
+    void buildSerializationFields();
+
+    std::string mLayerName;
+    DcnAttributes mAttrs;
+    nvinfer1::IErrorRecorder* mRecorder{nullptr};
+    int32_t mNbInputs{0}; //!< 4 or 5 once configurePlugin/onShapeChange ran (enqueue has no count)
+    std::vector<nvinfer1::PluginField> mSerialFields;
+    nvinfer1::PluginFieldCollection mSerialCollection{};
+};
+
+class DcnPluginCreator final : public nvinfer1::IPluginCreatorV3One
+{
+public:
+    DcnPluginCreator();
+    ~DcnPluginCreator() override = default;
+
+    char const* getPluginName() const noexcept override;
+    char const* getPluginVersion() const noexcept override;
+    char const* getPluginNamespace() const noexcept override;
+    nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override;
+    nvinfer1::IPluginV3* createPlugin(
+        char const* name, nvinfer1::PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept override;
+
+private:
+    std::vector<nvinfer1::PluginField> mFieldNames;
+    nvinfer1::PluginFieldCollection mFieldCollection{};
+};
+
+//! The library's one creator instance (never destroyed, so a registry may keep pointing at it).
+DcnPluginCreator& creatorInstance() noexcept;
+
+} // namespace trt
+} // namespace dcnconvert
+
+#endif // DCN_TRT_DCN_PLUGIN_H

@@ -1,0 +1,109 @@
+# dcnconvert TensorRT plugin and its C++ harness; included by plugin_src/Makefile.
+#
+#   make plugin    build/plugin/libdcnconvert_plugin.so, copied to dcnconvert/_lib/
+#   make harness   build/plugin/dcn_harness (drives the plugin as TensorRT does; tests/harness/)
+#
+#   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h (else the usual install folders, see below)
+#   TRT_ROOT              a TensorRT tarball; $(TRT_ROOT)/include is searched
+#   PLUGIN_BUILD_DIR      where the plugin objects, library and harness go (default build/plugin)
+#   PLUGIN_INSTALL_DIR    where `make plugin` copies the library (default dcnconvert/_lib)
+#
+# The library links the CUDA runtime statically (nvcc's default; no libcudart.so needed at run
+# time) and does NOT link libnvinfer: it finds TensorRT's plugin registry at load time
+# (trt/registration.cpp). It exports only getCreators and setLoggerFinder (trt/exports.map).
+
+TENSORRT_INCLUDE_DIR ?=
+TRT_ROOT ?=
+PLUGIN_BUILD_DIR ?= $(BUILD_DIR)/plugin
+PLUGIN_INSTALL_DIR ?= $(abspath $(CURDIR)/../dcnconvert/_lib)
+
+TRT_SEARCH_DIRS := /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu /usr/local/tensorrt/include \
+                   /opt/tensorrt/include $(if $(TRT_ROOT),$(TRT_ROOT)/include)
+ifneq ($(strip $(TENSORRT_INCLUDE_DIR)),)
+# An explicit folder is used as given (no silent fallback to another TensorRT).
+TRT_INCLUDE := $(if $(wildcard $(TENSORRT_INCLUDE_DIR)/NvInfer.h),$(TENSORRT_INCLUDE_DIR))
+else
+TRT_INCLUDE := $(firstword $(foreach d,$(TRT_SEARCH_DIRS),$(if $(wildcard $(d)/NvInfer.h),$(d))))
+endif
+
+TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginCreator.cpp trt/registration.cpp
+TRT_HDRS := trt/dcnPlugin.h trt/checkMacros.h $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
+TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
+# The core compiled for the plugin: position independent, its C API hidden (only the plugin's
+# two entry points are exported). Shared by plugin builds against different TensorRT headers.
+dcn_empty :=
+dcn_space := $(dcn_empty) $(dcn_empty)
+PLUGIN_CORE_OBJ := $(BUILD_DIR)/plugin-core/$(subst $(dcn_space),-,$(strip $(CUDA_ARCHS) $(PTX_ARCH)))/dcnForward.o
+PLUGIN_LIB := $(PLUGIN_BUILD_DIR)/libdcnconvert_plugin.so
+PLUGIN_EXPORTS := trt/exports.map
+
+HARNESS_DIR := $(abspath $(CURDIR)/../tests/harness)
+HARNESS_SRCS := $(wildcard $(HARNESS_DIR)/*.cpp)
+HARNESS_HDRS := $(wildcard $(HARNESS_DIR)/*.h)
+HARNESS_BIN := $(PLUGIN_BUILD_DIR)/dcn_harness
+
+TRT_CXXFLAGS := -std=c++17 -O2 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall \
+                -Xcompiler -Wextra -isystem $(TRT_INCLUDE)
+
+.PHONY: plugin plugin-lib harness check-trt-headers clean-plugin
+
+# Records the header folder used, so that switching folders rebuilds the glue (updated at parse time).
+TRT_STAMP := $(PLUGIN_BUILD_DIR)/trt-include.txt
+ifneq ($(TRT_INCLUDE),)
+ifneq ($(filter plugin plugin-lib harness,$(MAKECMDGOALS)),)
+dcn_stamp := $(shell mkdir -p $(PLUGIN_BUILD_DIR) && { echo '$(abspath $(TRT_INCLUDE))' | cmp -s - $(TRT_STAMP) \
+    || echo '$(abspath $(TRT_INCLUDE))' > $(TRT_STAMP); })
+endif
+endif
+
+plugin: check-trt-headers $(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so
+
+plugin-lib: check-trt-headers $(PLUGIN_LIB)
+
+harness: check-trt-headers $(PLUGIN_LIB) $(HARNESS_BIN)
+
+check-trt-headers:
+ifeq ($(TRT_INCLUDE),)
+	@echo "error: TensorRT headers not found: no NvInfer.h in" >&2
+	@$(if $(strip $(TENSORRT_INCLUDE_DIR)),echo "  TENSORRT_INCLUDE_DIR=$(TENSORRT_INCLUDE_DIR)" >&2,for d in $(TRT_SEARCH_DIRS); do echo "  $$d" >&2; done)
+	@echo "The plugin needs TensorRT's public C++ headers (NvInfer.h, NvInferRuntime.h, NvInferVersion.h, ...:" >&2
+	@echo "the include/ folder of a TensorRT tarball, the libnvinfer-headers-dev package, or include/ of" >&2
+	@echo "https://github.com/NVIDIA/TensorRT). Point the build at them with" >&2
+	@echo "  make plugin TENSORRT_INCLUDE_DIR=/path/to/TensorRT/include" >&2
+	@echo "or set TRT_ROOT=/path/to/TensorRT (uses TRT_ROOT/include)." >&2
+	@exit 1
+else
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "error: '$(NVCC)' not found; install the CUDA toolkit or set NVCC=/path/to/nvcc" >&2; exit 1; }
+endif
+
+$(TRT_STAMP): | check-trt-headers
+	@test -f $@
+
+$(PLUGIN_CORE_OBJ): $(CORE_SRCS) $(CORE_HDRS) | check-trt-headers
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -DDCN_CORE_EXPORT= -I$(CORE_DIR) -c -o $@ $(CORE_SRCS)
+
+$(PLUGIN_BUILD_DIR)/%.o: trt/%.cpp $(TRT_HDRS) $(TRT_STAMP) | check-trt-headers
+	$(NVCC) $(TRT_CXXFLAGS) -c -o $@ $<
+
+$(PLUGIN_LIB): $(TRT_OBJS) $(PLUGIN_CORE_OBJ) $(PLUGIN_EXPORTS)
+	$(NVCC) -shared -cudart static -o $@.tmp $(TRT_OBJS) $(PLUGIN_CORE_OBJ) \
+	    -Xlinker --no-undefined -Xlinker --version-script=$(PLUGIN_EXPORTS) -Xlinker -z,nodelete -ldl
+	mv -f $@.tmp $@
+
+$(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so: $(PLUGIN_LIB)
+	@mkdir -p $(dir $@)
+	cp -f $< $@.tmp
+	mv -f $@.tmp $@
+	@echo "installed $@"
+
+# The harness exports getPluginRegistry (a fake registry) to the plugin it dlopen()s: -rdynamic.
+$(HARNESS_BIN): $(HARNESS_SRCS) $(HARNESS_HDRS) $(TRT_HDRS) $(TRT_STAMP) | check-trt-headers
+	$(NVCC) $(TRT_CXXFLAGS) -Xcompiler -Wno-deprecated-declarations -I$(CURDIR) -cudart static \
+	    -o $@.tmp $(HARNESS_SRCS) -Xlinker -export-dynamic -ldl
+	mv -f $@.tmp $@
+
+clean-plugin:
+	rm -rf $(PLUGIN_BUILD_DIR) $(BUILD_DIR)/plugin-core
+
+clean: clean-plugin
