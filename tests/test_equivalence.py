@@ -4,8 +4,8 @@ For every source form in ``samples.FORMS`` and a grid of parameters (group 1/2, 
 1/2/4, kernel 3x3 and 1x3, square and non-square stride/padding/dilation, bias/no bias, batch 1/3,
 ordinary and far out-of-image offsets, static and dynamic dims):
 
-* ``rewrite_model(model)`` run with ``evaluate.run_model`` (float64 NumPy for the plugin node,
-  onnx.reference for the Slice/Sigmoid/ConstantOfShape/Pad that the rewrite adds), and
+* ``rewrite_model(model)`` run with ``evaluate.run_model`` (float64 NumPy for the plugin node; ORT,
+  and in one test also onnx.reference, for the Slice/Sigmoid/ConstantOfShape/Pad the rewrite adds), and
 * ``to_standard_model(model)`` run with ONNX Runtime (CPUExecutionProvider),
 
 must agree to ``1e-5 * max|ORT output|`` (absolute error, relative to the output's scale; rtol 0),
@@ -27,7 +27,7 @@ import onnxruntime as ort
 import pytest
 
 from dcnconvert import samples
-from dcnconvert.evaluate import is_plugin_node, run_model
+from dcnconvert.evaluate import BACKENDS, is_plugin_node, run_model
 from dcnconvert.rewrite import rewrite_model
 from dcnconvert.standard import to_standard_model
 
@@ -133,7 +133,7 @@ def _push_offsets_out(feeds: Dict[str, np.ndarray], factor: float) -> None:
         om[:, :two_thirds] *= factor
 
 
-def check_equivalent(model, seed: int, far: bool = False) -> float:
+def check_equivalent(model, seed: int, far: bool = False, backend: str = "onnxruntime") -> float:
     """Run both paths on fresh random inputs; assert agreement; return the max error / scale."""
     rewritten, _report = rewrite_model(model)
     assert any(is_plugin_node(n) for n in rewritten.graph.node)
@@ -144,7 +144,7 @@ def check_equivalent(model, seed: int, far: bool = False) -> float:
         _push_offsets_out(feeds, 4.0)
     for name, value in feeds.items():
         assert np.abs(value).max() > 0, name
-    got = run_model(rewritten, feeds)
+    got = run_model(rewritten, feeds, backend=backend)
     expected = _ort_run(standard, feeds)
     worst = 0.0
     for name, ref in expected.items():
@@ -211,8 +211,10 @@ def test_onnx_deformconv_opsets(opset):
     check_equivalent(model, opset)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("form", samples.FORMS)
-def test_forms_at_their_defaults_with_larger_dims(form):
-    """Each form with its builder's defaults and a less tiny input (dynamic dims, batch 2)."""
+def test_forms_at_their_defaults_with_larger_dims(form, backend):
+    """Each form with its builder's defaults and a less tiny input (dynamic dims, batch 2), with
+    the rewritten graph's ordinary nodes run by ORT and, independently, by onnx.reference."""
     model = samples.build(form, n=2, c=8, h=12, w=10, cout=8, seed=5, dynamic=True)
-    check_equivalent(model, 6)
+    check_equivalent(model, 6, backend=backend)

@@ -145,7 +145,7 @@ def test_fp16_graph_stays_fp16_and_close_to_fp32(backend):
     m16, _ = build_block(np.float16)
     rng = np.random.default_rng(21)
     x = rng.standard_normal((2, 4, 6, 6))
-    y32 = run_model(m32, {"x": x.astype(np.float32)})["y"]
+    y32 = run_model(m32, {"x": x.astype(np.float32)}, backend=backend)["y"]
     y16 = run_model(m16, {"x": x.astype(np.float16)}, backend=backend)["y"]
     assert y16.dtype == np.float16
     scale = float(np.abs(y32).max())
@@ -158,7 +158,7 @@ def test_output_names_selects_intermediate_tensors():
     model, _ = build_block()
     x = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
     names = ["mask", "dcn_out"]
-    ref = run_model(model, {"x": x}, output_names=names)
+    ref = run_model(model, {"x": x}, backend="reference", output_names=names)
     split = run_model(model, {"x": x}, backend="onnxruntime", output_names=names)
     assert list(ref) == list(split) == names
     assert ref["mask"].shape == (1, 18, 3, 6) and ref["dcn_out"].shape == (1, 4, 3, 6)
@@ -218,7 +218,7 @@ def test_plugin_node_inside_subgraph():
     offset = rng.standard_normal((1, 18, 4, 4)).astype(np.float32)
     mask = rng.random((1, 9, 4, 4)).astype(np.float32)
     feeds = {"cond": np.array(True), "x": x, "offset": offset, "mask": mask}
-    got = run_model(model, feeds)["y"]
+    got = run_model(model, feeds, backend="reference")["y"]
     np.testing.assert_allclose(got, modulated_deform_conv2d(x, offset, mask, weight, padding=1), atol=1e-5)
     with pytest.raises(ModelError, match="inside a subgraph"):
         run_model(model, feeds, backend="onnxruntime")
@@ -227,3 +227,44 @@ def test_plugin_node_inside_subgraph():
 def test_is_plugin_node():
     assert is_plugin_node(_plugin_node(["a", "b", "c", "d"], "y"))
     assert not is_plugin_node(helper.make_node(schema.PLUGIN_NAME, ["a"], ["y"]))  # TAO's default domain
+
+
+def _bn_model(opset, outputs=("y",), **attrs):
+    names = ["x", "scale", "bias", "mean", "var"]
+    node = helper.make_node("BatchNormalization", names, list(outputs), name="bn", **attrs)
+    graph = helper.make_graph(
+        [node],
+        "bn",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None if n != "x" else [2, 3, 4, 5]) for n in names[:1]],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None if o != "y" else [2, 3, 4, 5]) for o in outputs[:1]],
+    )
+    rng = np.random.default_rng(opset)
+    inits = {
+        "scale": rng.uniform(0.5, 1.5, 3),
+        "bias": rng.standard_normal(3),
+        "mean": rng.standard_normal(3),
+        "var": rng.uniform(0.5, 2.0, 3),
+    }
+    graph.initializer.extend(numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items())
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7
+    return model, inits
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("opset", [9, 11, 13, 15])
+def test_batchnorm_is_inference_mode_at_every_opset(backend, opset):
+    """onnx.reference's BatchNormalization-9 uses batch statistics; evaluate overrides it."""
+    model, p = _bn_model(opset, epsilon=1e-3)
+    x = np.random.default_rng(1).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    got = run_model(model, {"x": x}, backend=backend)["y"]
+    sh = (1, 3, 1, 1)
+    expected = (x - p["mean"].reshape(sh)) / np.sqrt(p["var"].reshape(sh) + 1e-3) * p["scale"].reshape(sh)
+    expected += p["bias"].reshape(sh)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_training_mode_batchnorm_is_refused_by_reference_backend():
+    model, _ = _bn_model(15, outputs=("y", "running_mean", "running_var"), training_mode=1)
+    with pytest.raises(ModelError, match="training mode"):
+        run_model(model, {"x": np.ones((2, 3, 4, 5), np.float32)}, backend="reference", output_names=["y"])
