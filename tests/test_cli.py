@@ -368,12 +368,13 @@ class TestSubprocess:
     def test_python_m_dcnconvert(self, mmcv_model, tmp_path):
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         proc = subprocess.run([sys.executable, "-m", "dcnconvert", "inspect", str(mmcv_model), "--json", "-v"],
-                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120)
+                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120,
+                              check=False)
         assert proc.returncode == 0, proc.stderr
         assert one_json(proc.stdout)["matches"][0]["form"] == "mmcv.MMCVModulatedDeformConv2d"
         assert "[I]" in proc.stderr
         proc = subprocess.run([sys.executable, "-m", "dcnconvert", "rewrite", str(mmcv_model), "-o",
                                str(mmcv_model)], capture_output=True, text=True, env=env,
-                              stdin=subprocess.DEVNULL, timeout=120)
+                              stdin=subprocess.DEVNULL, timeout=120, check=False)
         assert proc.returncode == 2 and proc.stdout == ""
         assert proc.stderr.startswith("error:") and "Traceback" not in proc.stderr
