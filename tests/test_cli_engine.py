@@ -1,0 +1,211 @@
+"""The engine commands (build, convert, verify, plugin-path): exit codes, the --json contract, files.
+
+Without TensorRT (this machine, CI) they stop with exit code 4 naming the missing piece and the install
+command. With the fake adapter of ``test_build.py`` installed in place of the TensorRT calls, the whole
+command flow runs on the CPU (the fake "engine" is the parsed ONNX, run by the NumPy/ONNX reference).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from dcnconvert import plugin_lib, samples, schema, trt_adapter
+from dcnconvert.cli import cli
+from test_build import FakeAdapter
+
+STANDARD_KEYS = {"schema_version", "command", "version", "ok", "exit_code", "inputs", "outputs", "timings",
+                 "warnings", "errors"}
+HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
+no_trt = pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; test_engines_trt.py covers it")
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def one_json(stdout: str) -> dict:
+    lines = stdout.splitlines()
+    assert len(lines) == 1, stdout
+    obj = json.loads(lines[0])
+    assert STANDARD_KEYS <= set(obj) and obj["schema_version"] == 1
+    return obj
+
+
+def error_lines(res) -> list:
+    assert "Traceback" not in res.stderr, res.stderr
+    return [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+
+
+@pytest.fixture
+def static_model(tmp_path) -> Path:
+    path = tmp_path / "mmcv.onnx"
+    onnx.save(samples.build("mmcv.MMCVModulatedDeformConv2d", seed=3), str(path))
+    return path
+
+
+@pytest.fixture
+def dynamic_model(tmp_path) -> Path:
+    path = tmp_path / "dyn.onnx"
+    onnx.save(samples.build("mmcv.MMCVDeformConv2d", dynamic=True, seed=3), str(path))
+    return path
+
+
+@pytest.fixture
+def plugin_env(tmp_path, monkeypatch) -> Path:
+    lib = tmp_path / "lib" / plugin_lib.LIB_NAME
+    lib.parent.mkdir()
+    lib.write_bytes(b"\x7fELF fake")
+    monkeypatch.setenv(plugin_lib.ENV_VAR, str(lib))
+    return lib
+
+
+@pytest.fixture
+def fake11(monkeypatch, plugin_env):
+    return FakeAdapter("11.1.0").install(monkeypatch)
+
+
+# ------------------------------------------------------------------------------------------------
+# without TensorRT
+# ------------------------------------------------------------------------------------------------
+
+
+@no_trt
+class TestWithoutTensorrt:
+    def test_build_exits_4(self, static_model, tmp_path):
+        out = tmp_path / "out" / "m.engine"
+        out.parent.mkdir()
+        res = invoke("build", static_model, "-o", out, "--json")
+        assert res.exit_code == 4
+        (line,) = error_lines(res)
+        assert "TensorRT" in line and "not installed" in line
+        assert "hint: install TensorRT" in res.stderr and "pip install 'dcnconvert[trt]'" in res.stderr
+        obj = one_json(res.stdout)
+        assert obj["command"] == "build" and obj["ok"] is False and obj["exit_code"] == 4
+        assert obj["errors"][0]["type"] == "MissingDependencyError"
+        assert list(out.parent.iterdir()) == []
+
+    def test_convert_writes_onnx_then_exits_4(self, static_model, tmp_path):
+        out = tmp_path / "m.engine"
+        res = invoke("convert", static_model, "-o", out, "--json")
+        assert res.exit_code == 4
+        (line,) = error_lines(res)
+        assert f"written to {tmp_path / 'm.onnx'}" in line and "TensorRT" in line
+        obj = one_json(res.stdout)
+        assert obj["outputs"] == {"onnx": str(tmp_path / "m.onnx")}
+        assert obj["rewrite"]["rewritten"] and not out.exists()
+        written = onnx.load(str(tmp_path / "m.onnx"))
+        assert [n.op_type for n in written.graph.node if n.domain == schema.PLUGIN_DOMAIN] == [schema.PLUGIN_NAME]
+
+    def test_convert_dynamic_model_still_writes_onnx(self, dynamic_model, tmp_path):
+        res = invoke("convert", dynamic_model, "-o", tmp_path / "d.engine")
+        assert res.exit_code == 4 and (tmp_path / "d.onnx").exists()
+
+    def test_verify_exits_4(self, static_model, tmp_path):
+        engine = tmp_path / "m.engine"
+        engine.write_bytes(b"not really")
+        res = invoke("verify", engine, "--model", static_model)
+        assert res.exit_code == 4 and len(error_lines(res)) == 1
+
+    def test_subprocess_exit_code(self, static_model, tmp_path):
+        proc = subprocess.run([sys.executable, "-m", "dcnconvert", "build", str(static_model), "-o",
+                               str(tmp_path / "x.engine"), "--json"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 4
+        assert json.loads(proc.stdout)["exit_code"] == 4
+
+
+class TestUsage:
+    def test_convert_to_onnx_path(self, static_model, tmp_path):
+        res = invoke("convert", static_model, "-o", tmp_path / "x.onnx")
+        assert res.exit_code == 2 and "names an ONNX file" in error_lines(res)[0]
+
+    @pytest.mark.parametrize("args, message", [
+        (["--workspace", "lots"], "cannot read the size"),
+        (["--precision", "fp32", "--io-precision", "fp16"], "needs --precision fp16"),
+    ])
+    def test_bad_options(self, static_model, tmp_path, args, message):
+        res = invoke("build", static_model, "-o", tmp_path / "x.engine", *args)
+        assert res.exit_code == 2 and message in error_lines(res)[0]
+        assert not (tmp_path / "x.engine").exists()
+
+
+class TestPluginPath:
+    def test_missing(self, monkeypatch, tmp_path):
+        monkeypatch.delenv(plugin_lib.ENV_VAR, raising=False)
+        monkeypatch.setattr(plugin_lib, "bundled_path", lambda: tmp_path / "_lib" / plugin_lib.LIB_NAME)
+        res = invoke("plugin-path")
+        assert res.exit_code == 4 and res.stdout == ""
+        assert "make plugin" in res.stderr
+
+    def test_prints_only_the_path(self, plugin_env):
+        res = invoke("plugin-path")
+        assert res.exit_code == 0 and res.stdout == f"{plugin_env.resolve()}\n"
+        obj = one_json(invoke("plugin-path", "--json").stdout)
+        assert obj["plugin_library"] == str(plugin_env.resolve())
+
+
+# ------------------------------------------------------------------------------------------------
+# with a fake TensorRT 11 (graph-cast) adapter
+# ------------------------------------------------------------------------------------------------
+
+
+class TestWithFakeTensorrt:
+    def test_build_fp16_json(self, fake11, static_model, tmp_path):
+        out = tmp_path / "m.engine"
+        res = invoke("build", static_model, "-o", out, "--precision", "fp16", "--json")
+        assert res.exit_code == 0, res.stderr
+        obj = one_json(res.stdout)
+        assert obj["ok"] and obj["precision_path"] == "graph-cast" and obj["tensorrt_version"] == "11.1.0"
+        assert obj["outputs"]["engine"] == str(out) and out.is_file()
+        assert obj["cast"]["plugin_nodes"] == 1 and obj["cast"]["precision"] == "fp16"
+        assert {"load", "rewrite", "build", "total"} <= set(obj["timings"])
+        assert "Building the FP16 engine" in res.stderr  # progress on stderr
+
+    def test_builder_flag_refused_on_11(self, fake11, static_model, tmp_path):
+        res = invoke("build", static_model, "-o", tmp_path / "m.engine", "--precision", "fp16",
+                     "--precision-path", "builder-flag")
+        assert res.exit_code == 2 and "no FP16 builder flag" in error_lines(res)[0]
+
+    def test_dynamic_inputs_need_shapes(self, fake11, dynamic_model, tmp_path):
+        res = invoke("build", dynamic_model, "-o", tmp_path / "m.engine")
+        assert res.exit_code == 2
+        line = error_lines(res)[0]
+        assert "x ['N',4,'H','W']" in line and "offset ['N',18,'OH','OW']" in line
+        assert not (tmp_path / "m.engine").exists()
+
+    def test_convert_verify_and_files(self, fake11, dynamic_model, tmp_path):
+        out = tmp_path / "d.engine"
+        res = invoke("convert", dynamic_model, "-o", out, "--precision", "fp16", "--verify",
+                     "--min-shapes", "x:1x4x7x9 offset:1x18x7x9", "--opt-shapes", "x:2x4x7x9 offset:2x18x7x9",
+                     "--max-shapes", "x:4x4x7x9 offset:4x18x7x9",
+                     "--save-inputs", tmp_path / "in.json", "--save-outputs", tmp_path / "ref.json", "--print-commands")
+        assert res.exit_code == 0, res.stderr
+        assert "ok" in res.stdout and "--plugins $(dcnconvert plugin-path) --load-inputs" in res.stdout
+        for name in ("d.engine", "d.onnx", "in.json", "ref.json"):
+            assert (tmp_path / name).is_file()
+
+    def test_convert_verify_mismatch_exits_3(self, monkeypatch, plugin_env, static_model, tmp_path):
+        FakeAdapter("11.1.0", noise=0.05).install(monkeypatch)
+        res = invoke("convert", static_model, "-o", tmp_path / "m.engine", "--verify", "--json")
+        assert res.exit_code == 3
+        obj = one_json(res.stdout)
+        assert obj["ok"] is False and obj["errors"][0]["type"] == "AccuracyError"
+        assert obj["comparison"][0]["passed"] is False and obj["outputs"]["engine"] == str(tmp_path / "m.engine")
+        assert len(error_lines(res)) == 1
+
+    def test_verify_command(self, fake11, static_model, tmp_path):
+        engine = tmp_path / "m.engine"
+        assert invoke("build", static_model, "-o", engine, "--precision", "bf16").exit_code == 0
+        res = invoke("verify", engine, "--model", static_model, "--precision", "bf16", "--json", "--seed", "4")
+        assert res.exit_code == 0, res.stderr
+        obj = one_json(res.stdout)
+        assert obj["passed"] and obj["tolerances"]["atol"] == 5e-2
+        assert obj["commands"][2].startswith(f"polygraphy run {engine} --model-type engine --trt --plugins")
+        text = invoke("verify", engine, "--model", static_model, "--precision", "bf16")
+        assert text.exit_code == 0 and "max abs" in text.stdout
