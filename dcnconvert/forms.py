@@ -1,6 +1,9 @@
-"""One parser per exporter form of a deformable convolution (dcn_formats.md §4-§5).
+"""The exporter forms of a deformable convolution (dcn_formats.md §4-§5) and their parser.
 
-Each parser reads one ONNX node and returns a :class:`ParsedDcn`: which tensor plays which role
+:data:`SPECS` describes each form (input roles, attribute names and aliases, defaults, padding
+style, mask kind); :func:`spec_for` picks a node's form and :func:`parse_with` reads it (with a few
+form-specific steps: swapped DeformConv inputs, the tensorRT_Pro ``info`` JSON, the target of nodes
+already rewritten). :func:`parse_node` returns a :class:`ParsedDcn`: which tensor plays which role
 (``x``, ``offset``, ``mask``, ``weight``, ``bias``, or one ``offset_mask`` tensor of logits), the
 canonical :class:`~dcnconvert.schema.DcnAttrs`, the kernel size, an explicit zero pre-pad of ``x``
 for asymmetric pads, and the form id. A form that cannot be converted exactly (3-D, unknown
@@ -14,8 +17,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import onnx
 from onnx import helper
@@ -23,77 +27,11 @@ from onnx import helper
 from dcnconvert import schema
 from dcnconvert.schema import DcnAttrs
 
-Dim = int | str | None
-
-#: Every form id a parser can return (besides ``"unknown"``).
-FORM_IDS: tuple[str, ...] = (
-    "mmcv.MMCVModulatedDeformConv2d",
-    "mmdeploy.MMCVModulatedDeformConv2d",
-    "mmcv-legacy.MMCVModulatedDeformConv2d",
-    "mmcv.MMCVDeformConv2d",
-    "mmdeploy.MMCVDeformConv2d",
-    "mmcv-legacy.MMCVDeformConv2d",
-    "onnx.DeformConv",
-    "onnx.DeformConv.swapped",
-    "paddle2onnx.DeformConv",
-    "nonstandard.DeformConv",
-    "openvino.DeformableConv2D",
-    "tao.ModulatedDeformConv2d",
-    "dcnconvert.ModulatedDeformConv2d",
-    "centernet.DCNv2",
-    "dcnv2_latest.DCNv2_2",
-    "bevformer.ModulatedDeformableConv2dTRT",
-    "bevformer.ModulatedDeformableConv2dTRT2",
-    "tensorrt_pro.Plugin.DCNv2",
-    "eweill.DCNv2_TRT",
-    "paddle-legacy.deformable_conv",
-)
+if TYPE_CHECKING:
+    from dcnconvert.match import GraphInfo
 
 #: Op types that look like a deformable convolution but match no parser are reported as "unknown".
 _DCN_LIKE = re.compile(r"(?i)deform\w*conv|^dcn")
-
-
-@dataclass
-class GraphInfo:
-    """What the parsers may know about tensors: shapes, element types, producers.
-
-    Attributes:
-        shapes: tensor name -> dims (ints, symbolic names as str, None for unknown) or None.
-        dtypes: tensor name -> ONNX element type.
-        producers: tensor name -> the node that produces it.
-        initializers: names of initializers.
-        opset: version of the default ONNX domain.
-    """
-
-    shapes: dict[str, list[Dim] | None] = field(default_factory=dict)
-    dtypes: dict[str, int] = field(default_factory=dict)
-    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)
-    initializers: frozenset = frozenset()
-    opset: int = 17
-
-    def shape(self, name: str | None) -> list[Dim] | None:
-        if not name:
-            return None
-        return self.shapes.get(name)
-
-    def rank(self, name: str | None) -> int | None:
-        shape = self.shape(name)
-        return None if shape is None else len(shape)
-
-    def dim(self, name: str | None, axis: int) -> int | None:
-        """Dimension ``axis`` of ``name`` if it is a known int."""
-        shape = self.shape(name)
-        if shape is None or not -len(shape) <= axis < len(shape):
-            return None
-        value = shape[axis]
-        return value if isinstance(value, int) else None
-
-    def is_absent(self, name: str | None) -> bool:
-        """True for an omitted optional input: empty name, or a tensor known to hold no elements."""
-        if not name:
-            return True
-        shape = self.shape(name)
-        return shape is not None and any(d == 0 for d in shape)
 
 
 @dataclass
@@ -330,9 +268,13 @@ def _recover_dg(info: GraphInfo, parsed: ParsedDcn) -> int:
 
 
 # --------------------------------------------------------------------------------------------------
-# Parsers
+# Form table
 # --------------------------------------------------------------------------------------------------
 
+_REQUIRED = object()
+_MODULATED = ("x", "offset", "mask", "weight", "bias")
+_LOGITS = ("x", "offset_mask", "weight", "bias")
+_DCNV1 = ("x", "offset", "weight")
 _MMCV_KNOWN = {
     "stride": ("stride",),
     "padding": ("padding",),
@@ -340,134 +282,6 @@ _MMCV_KNOWN = {
     "group": ("groups", "group"),
     "dg": ("deform_groups", "deformable_groups", "deformable_group"),
 }
-_MODULATED_ROLES = ("x", "offset", "mask", "weight", "bias")
-
-
-def _modulated(node, info, form, known, defaults, ignored=(), roles=_MODULATED_ROLES) -> ParsedDcn:
-    parsed = ParsedDcn(form=form)
-    parsed.inputs = _inputs(node, roles, 4)
-    values = read_attrs(node, known, ignored)
-    for key, default in defaults.items():
-        if key not in values:
-            if default is _REQUIRED:
-                raise NotConvertible(f"attribute for '{key}' is missing and its default is not defined for {form}")
-            values[key] = default
-    padding = _pair(values.get("padding", 0), "padding")
-    group = _int(values["group"], "group") if values.get("group") is not None else None
-    dg = _int(values["dg"], "deformable_group") if values.get("dg") is not None else None
-    return _finish(node, info, parsed, values.get("stride", 1), padding, values.get("dilation", 1), group, dg)
-
-
-_REQUIRED = object()
-_DEFAULTS = {"stride": 1, "padding": 0, "dilation": 1}
-
-
-def _domain_label(node: onnx.NodeProto, default_label: str) -> str:
-    domain = node.domain
-    if domain in ("", "ai.onnx"):
-        return default_label
-    return "mmdeploy" if domain == "mmdeploy" else "mmcv"
-
-
-def parse_mmcv_modulated(node, info):
-    form = f"{_domain_label(node, 'mmcv-legacy')}.MMCVModulatedDeformConv2d"
-    return _modulated(node, info, form, _MMCV_KNOWN, _DEFAULTS)
-
-
-def parse_mmcv_dcnv1(node, info):
-    form = f"{_domain_label(node, 'mmcv-legacy')}.MMCVDeformConv2d"
-    parsed = ParsedDcn(form=form, mask_kind="ones")
-    parsed.inputs = _inputs(node, ("x", "offset", "weight"), 3)
-    values = read_attrs(node, _MMCV_KNOWN, ignored=("bias", "im2col_step"))
-    padding = _doubled_pads(values.get("padding", 0), "padding")
-    group = _int(values["group"], "groups") if "group" in values else None
-    dg = _int(values["dg"], "deform_groups") if "dg" in values else None
-    return _finish(node, info, parsed, values.get("stride", 1), padding, values.get("dilation", 1), group, dg)
-
-
-_ONNX_KNOWN = {
-    "strides": ("strides",),
-    "pads": ("pads",),
-    "dilations": ("dilations",),
-    "group": ("group",),
-    "offset_group": ("offset_group",),
-    "kernel_shape": ("kernel_shape",),
-}
-_NONSTANDARD_KNOWN = {
-    "stride": ("stride",),
-    "padding": ("padding",),
-    "dilation": ("dilation",),
-    "group": ("groups", "group"),
-    "dg": ("offset_groups", "offset_group", "deform_groups", "deformable_groups"),
-}
-
-
-def parse_deform_conv(node, info):
-    if node.domain not in ("", "ai.onnx"):
-        return None
-    names = {a.name for a in node.attribute}
-    if names & {"stride", "padding", "dilation", "groups", "offset_groups"}:
-        return _parse_nonstandard_deform_conv(node, info)
-    parsed = ParsedDcn(form="onnx.DeformConv")
-    parsed.inputs = _inputs(node, ("x", "weight", "offset", "bias", "mask"), 3)
-    bias, mask = parsed.inputs.get("bias"), parsed.inputs.get("mask")
-    b_absent, m_absent = info.is_absent(bias), info.is_absent(mask)
-    if (not b_absent and info.rank(bias) == 4) or (not m_absent and info.rank(mask) == 1):
-        # A known hand-written exporter passes (X, W, offset, mask, bias): detect by rank.
-        parsed.form = "onnx.DeformConv.swapped"
-        parsed.notes.append("inputs 3 and 4 (bias, mask) given in swapped order; swapped back by rank")
-        for role, name in (("mask", bias), ("bias", mask)):
-            parsed.inputs.pop(role, None)
-            if name:
-                parsed.inputs[role] = name
-    values = read_attrs(node, _ONNX_KNOWN)
-    if "offset_group" not in values:
-        producer = info.producers.get(bias or "")
-        if (producer is not None and producer.op_type == "Constant") or node.name.startswith("p2o."):
-            parsed.form = "paddle2onnx.DeformConv"
-    pads = _begin_end_pads(values.get("pads", [0, 0, 0, 0]), "pads")
-    padding, parsed.prepad = _split_asymmetric(pads)
-    if parsed.prepad:
-        parsed.notes.append(f"asymmetric pads {list(pads)}: explicit zero Pad {list(parsed.prepad)} in front")
-    group = _int(values.get("group", 1), "group")
-    dg = _int(values["offset_group"], "offset_group") if "offset_group" in values else None
-    return _finish(
-        node, info, parsed, values.get("strides", 1), padding, values.get("dilations", 1), group, dg,
-        kernel_attr=values.get("kernel_shape"),
-    )
-
-
-def _parse_nonstandard_deform_conv(node, info):
-    parsed = ParsedDcn(form="nonstandard.DeformConv", mask_kind="ones")
-    parsed.inputs = _inputs(node, ("x", "offset", "weight", "bias"), 3)
-    values = read_attrs(node, _NONSTANDARD_KNOWN)
-    padding = _pair(values.get("padding", 0), "padding")
-    group = _int(values["group"], "groups") if "group" in values else None
-    dg = _int(values["dg"], "offset_groups") if "dg" in values else None
-    return _finish(node, info, parsed, values.get("stride", 1), padding, values.get("dilation", 1), group, dg)
-
-
-def parse_openvino(node, info):
-    parsed = ParsedDcn(form="openvino.DeformableConv2D", mask_kind="ones")
-    parsed.inputs = _inputs(node, ("x", "offset", "weight"), 3)
-    known = {
-        "stride": ("strides",),
-        "padding": ("pads",),
-        "dilation": ("dilations",),
-        "group": ("groups", "group"),
-        "dg": ("deformable_groups", "deformable_group"),
-        "kernel_shape": ("kernel_shape",),
-    }
-    values = read_attrs(node, known)
-    padding = _doubled_pads(values.get("padding", 0), "pads")
-    group = _int(values["group"], "groups") if "group" in values else None
-    dg = _int(values["dg"], "deformable_groups") if "dg" in values else None
-    return _finish(
-        node, info, parsed, values.get("stride", 1), padding, values.get("dilation", 1), group, dg,
-        kernel_attr=values.get("kernel_shape"),
-    )
-
-
 _PLUGIN_KNOWN = {
     "stride": (schema.ATTR_STRIDE,),
     "padding": (schema.ATTR_PADDING,),
@@ -477,167 +291,110 @@ _PLUGIN_KNOWN = {
     "plugin_version": (schema.ATTR_PLUGIN_VERSION,),
     "plugin_namespace": (schema.ATTR_PLUGIN_NAMESPACE,),
 }
-
-
-def parse_plugin_form(node, info):
-    """``ModulatedDeformConv2d``: ours (domain dcnconvert) or TAO OCDNet's (default domain)."""
-    ours = node.domain == schema.PLUGIN_DOMAIN
-    form = "dcnconvert.ModulatedDeformConv2d" if ours else "tao.ModulatedDeformConv2d"
-    parsed = _modulated(node, info, form, _PLUGIN_KNOWN, _DEFAULTS)
-    if ours:
-        values = read_attrs(node, _PLUGIN_KNOWN)
-        attrs = {
-            schema.ATTR_PLUGIN_VERSION: values.get("plugin_version", "1"),
-            schema.ATTR_PLUGIN_NAMESPACE: values.get("plugin_namespace", ""),
-        }
-        target = schema.target_of_node_attrs(attrs)
-        parsed.node_target = target.name if target else None
-    return parsed
-
-
-def parse_centernet_dcnv2(node, info):
-    known = {
-        "stride": ("stride",),
-        "padding": ("padding",),
-        "dilation": ("dilation",),
-        "group": ("groups", "group"),
-        "dg": ("deformable_group", "deformable_groups"),
-    }
-    # CaoWGG's importer defaults padding to 1, others to 0: a missing padding is ambiguous.
-    defaults = {"stride": 1, "padding": _REQUIRED, "dilation": 1}
-    return _modulated(node, info, "centernet.DCNv2", known, defaults)
-
-
-def parse_dcnv2_2(node, info):
-    known = {
-        "stride": ("stride",),
-        "padding": ("padding",),
-        "dilation": ("dilation",),
-        "dg": ("deformable_groups", "deformable_group"),
-    }
-    parsed = _modulated(node, info, "dcnv2_latest.DCNv2_2", known, _DEFAULTS)
-    parsed.attrs = DcnAttrs(parsed.attrs.stride, parsed.attrs.padding, parsed.attrs.dilation, 1, parsed.attrs.deformable_group)
-    return parsed
-
-
-def parse_bevformer(node, info):
-    return _modulated(node, info, f"bevformer.{node.op_type}", _MMCV_KNOWN, _DEFAULTS)
-
-
-def _logits_form(node, info, form, values) -> ParsedDcn:
-    parsed = ParsedDcn(form=form, mask_kind="logits")
-    parsed.inputs = _inputs(node, ("x", "offset_mask", "weight", "bias"), 3)
-    padding = _pair(values.get("padding", 0), "padding")
-    dg = _int(values["dg"], "deformable_groups") if values.get("dg") is not None else None
-    group = _int(values.get("group", 1), "groups")
-    if group != 1:
-        raise NotConvertible(f"{form} has no group support; 'groups' = {group}")
-    return _finish(node, info, parsed, values.get("stride", 1), padding, values.get("dilation", 1), 1, dg)
-
-
-def parse_trt_pro_plugin(node, info):
-    """tensorRT_Pro ``Plugin(name="DCNv2", info=<JSON or "">)``; other Plugin nodes are not DCN."""
-    attrs = {a.name: _attr_value(a) for a in node.attribute}
-    if attrs.get("name") != "DCNv2":
-        return None
-    form = "tensorrt_pro.Plugin.DCNv2"
-    try:
-        read_attrs(node, {"name": ("name",), "info": ("info",)})
-        text = attrs.get("info", "") or ""
-        if not text.strip():
-            # The plugin hard-codes these; its exporter writes info="".
-            values = {"stride": 1, "padding": 1, "dilation": 1, "dg": 1}
-        else:
-            try:
-                loaded = json.loads(text)
-            except ValueError:
-                raise NotConvertible(f"attribute 'info' is not JSON: {text[:60]!r}") from None
-            if not isinstance(loaded, dict):
-                raise NotConvertible(f"attribute 'info' is not a JSON object: {text[:60]!r}")
-            keys = {
-                "stride": ("stride",),
-                "padding": ("padding",),
-                "dilation": ("dilation",),
-                "dg": ("deformable_groups", "deformable_group"),
-                "group": ("groups", "group"),
-            }
-            alias = {name: key for key, names in keys.items() for name in names}
-            unknown = sorted(set(loaded) - set(alias))
-            if unknown:
-                raise NotConvertible(f"unknown keys {unknown} in attribute 'info'")
-            values = {"stride": 1, "padding": 1, "dilation": 1, "dg": 1}
-            values.update({alias[k]: v for k, v in loaded.items()})
-        return _logits_form(node, info, form, values)
-    except NotConvertible as exc:
-        return ParsedDcn(form=form, convertible=False, reason=str(exc), mask_kind="logits")
-
-
-def parse_dcnv2_trt(node, info):
-    known = {
-        "stride": ("stride",),
-        "padding": ("padding",),
-        "dilation": ("dilation",),
-        "dg": ("deformable_groups", "deformable_group"),
-        "name": ("name",),
-    }
-    values = read_attrs(node, known)
-    if values.get("name", "DCNv2") != "DCNv2":
-        raise NotConvertible(f"attribute 'name' = {values['name']!r}; expected 'DCNv2'")
-    values = {"stride": 1, "padding": 0, "dilation": 1, **values}
-    return _logits_form(node, info, "eweill.DCNv2_TRT", values)
-
-
-def parse_paddle_legacy(node, info):
-    parsed = ParsedDcn(form="paddle-legacy.deformable_conv")
-    parsed.inputs = _inputs(node, ("x", "weight", "mask", "offset"), 2)
-    if "offset" not in parsed.inputs:
-        raise NotConvertible("deformable_conv without an Offset input")
-    known = {
-        "stride": ("strides", "stride"),
-        "padding": ("paddings", "padding"),
-        "dilation": ("dilations", "dilation"),
-        "group": ("groups",),
-        "dg": ("deformable_groups",),
-    }
-    values = read_attrs(node, known, ignored=("im2col_step",))
-    raw = values.get("padding", 0)
-    if isinstance(raw, (list, tuple)) and len(raw) == 4:
-        top, bottom, left, right = (int(v) for v in raw)  # Paddle's 4-value order
-        padding, parsed.prepad = _split_asymmetric((top, left, bottom, right))
-    else:
-        padding = _pair(raw, "paddings")
-    group = _int(values["group"], "groups") if "group" in values else None
-    dg = _int(values["dg"], "deformable_groups") if "dg" in values else None
-    return _finish(node, info, parsed, values.get("stride", 1), padding, values.get("dilation", 1), group, dg)
-
-
-#: op_type -> parser. A parser returns None when the node is not a DCN after all.
-PARSERS: dict[str, Callable[[onnx.NodeProto, GraphInfo], ParsedDcn | None]] = {
-    "MMCVModulatedDeformConv2d": parse_mmcv_modulated,
-    "MMCVDeformConv2d": parse_mmcv_dcnv1,
-    "DeformConv": parse_deform_conv,
-    "DeformableConv2D": parse_openvino,
-    schema.PLUGIN_NAME: parse_plugin_form,
-    "DCNv2": parse_centernet_dcnv2,
-    "DCNv2_2": parse_dcnv2_2,
-    "ModulatedDeformableConv2dTRT": parse_bevformer,
-    "ModulatedDeformableConv2dTRT2": parse_bevformer,
-    "Plugin": parse_trt_pro_plugin,
-    "DCNv2_TRT": parse_dcnv2_trt,
-    "deformable_conv": parse_paddle_legacy,
+_LOGIT_KNOWN = {
+    "stride": ("stride",),
+    "padding": ("padding",),
+    "dilation": ("dilation",),
+    "dg": ("deformable_groups", "deformable_group"),
+    "group": ("groups", "group"),
 }
 
 
-def _fallback_form(node: onnx.NodeProto) -> str:
-    """A form id for a node whose parser failed before it named the form."""
-    label = {
-        "MMCVModulatedDeformConv2d": f"{_domain_label(node, 'mmcv-legacy')}.MMCVModulatedDeformConv2d",
-        "MMCVDeformConv2d": f"{_domain_label(node, 'mmcv-legacy')}.MMCVDeformConv2d",
-        "DeformConv": "onnx.DeformConv",
+@dataclass(frozen=True)
+class FormSpec:
+    """How to read one form.
+
+    Attributes:
+        form: form id.
+        roles: role of each input position.
+        min_inputs: inputs that must be present.
+        known: canonical key -> accepted attribute names.
+        ignored: attribute names without meaning for the conversion.
+        mask_kind: ``tensor``, ``ones`` or ``logits``.
+        padding: ``pair`` (INT or INTS[2]), ``doubled`` (mmdeploy ``[pH, pH, pW, pW]`` or a pair),
+            ``begin_end`` (ONNX ``[hb, wb, he, we]``) or ``paddle`` (a pair or ``[top, bottom, left, right]``).
+        defaults: values of missing attributes (``_REQUIRED``: missing is not convertible).
+        group_one: the form has no groups (group 1; a given value other than 1 is refused).
+    """
+
+    form: str
+    roles: tuple[str, ...]
+    min_inputs: int
+    known: dict
+    ignored: tuple[str, ...] = ()
+    mask_kind: str = "tensor"
+    padding: str = "pair"
+    defaults: dict = field(default_factory=lambda: {"stride": 1, "padding": 0, "dilation": 1})
+    group_one: bool = False
+
+
+def _spec(form, roles, known, **kw) -> FormSpec:
+    return FormSpec(form=form, roles=roles, min_inputs=kw.pop("min_inputs", 3 if len(roles) < 5 else 4),
+                    known=known, **kw)
+
+
+SPECS: dict[str, FormSpec] = {s.form: s for s in (
+    *(_spec(f"{label}.MMCVModulatedDeformConv2d", _MODULATED, _MMCV_KNOWN)
+      for label in ("mmcv", "mmdeploy", "mmcv-legacy")),
+    *(_spec(f"{label}.MMCVDeformConv2d", _DCNV1, _MMCV_KNOWN, ignored=("bias", "im2col_step"), mask_kind="ones",
+            padding="doubled") for label in ("mmcv", "mmdeploy", "mmcv-legacy")),
+    *(_spec(form, ("x", "weight", "offset", "bias", "mask"), {
+        "stride": ("strides",), "padding": ("pads",), "dilation": ("dilations",), "group": ("group",),
+        "dg": ("offset_group",), "kernel_shape": ("kernel_shape",)}, min_inputs=3, padding="begin_end",
+        defaults={"stride": 1, "padding": [0, 0, 0, 0], "dilation": 1, "group": 1})
+      for form in ("onnx.DeformConv", "onnx.DeformConv.swapped", "paddle2onnx.DeformConv")),
+    _spec("nonstandard.DeformConv", ("x", "offset", "weight", "bias"), {
+        "stride": ("stride",), "padding": ("padding",), "dilation": ("dilation",), "group": ("groups", "group"),
+        "dg": ("offset_groups", "offset_group", "deform_groups", "deformable_groups")}, mask_kind="ones"),
+    _spec("openvino.DeformableConv2D", _DCNV1, {
+        "stride": ("strides",), "padding": ("pads",), "dilation": ("dilations",), "group": ("groups", "group"),
+        "dg": ("deformable_groups", "deformable_group"), "kernel_shape": ("kernel_shape",)},
+        mask_kind="ones", padding="doubled"),
+    _spec("tao.ModulatedDeformConv2d", _MODULATED, _PLUGIN_KNOWN),
+    _spec("dcnconvert.ModulatedDeformConv2d", _MODULATED, _PLUGIN_KNOWN),
+    # CaoWGG's importer defaults padding to 1, others to 0: a missing padding is ambiguous.
+    _spec("centernet.DCNv2", _MODULATED, {**_MMCV_KNOWN, "dg": ("deformable_group", "deformable_groups")},
+          defaults={"stride": 1, "padding": _REQUIRED, "dilation": 1}),
+    _spec("dcnv2_latest.DCNv2_2", _MODULATED, {k: v for k, v in _LOGIT_KNOWN.items() if k != "group"},
+          group_one=True),
+    *(_spec(f"bevformer.{op}", _MODULATED, _MMCV_KNOWN)
+      for op in ("ModulatedDeformableConv2dTRT", "ModulatedDeformableConv2dTRT2")),
+    # tensorRT_Pro writes info="" and its plugin hard-codes stride 1, padding 1, dilation 1, dg 1.
+    _spec("tensorrt_pro.Plugin.DCNv2", _LOGITS, _LOGIT_KNOWN, mask_kind="logits", group_one=True,
+          defaults={"stride": 1, "padding": 1, "dilation": 1, "dg": 1}),
+    _spec("eweill.DCNv2_TRT", _LOGITS, {**_LOGIT_KNOWN, "name": ("name",)}, mask_kind="logits", group_one=True),
+    _spec("paddle-legacy.deformable_conv", ("x", "weight", "mask", "offset"), {
+        "stride": ("strides", "stride"), "padding": ("paddings", "padding"), "dilation": ("dilations", "dilation"),
+        "group": ("groups",), "dg": ("deformable_groups",)}, ignored=("im2col_step",), padding="paddle",
+        min_inputs=4),
+)}
+
+
+def _domain_label(node: onnx.NodeProto) -> str:
+    if node.domain in ("", "ai.onnx"):
+        return "mmcv-legacy"
+    return "mmdeploy" if node.domain == "mmdeploy" else "mmcv"
+
+
+def spec_for(node: onnx.NodeProto) -> FormSpec | None:
+    """The form of ``node`` by op type, domain and attribute names; None for other nodes."""
+    op, default_domain = node.op_type, node.domain in ("", "ai.onnx")
+    if op in ("MMCVModulatedDeformConv2d", "MMCVDeformConv2d"):
+        return SPECS[f"{_domain_label(node)}.{op}"]
+    if op == "DeformConv":
+        if not default_domain:
+            return None
+        names = {a.name for a in node.attribute}
+        nonstandard = {"stride", "padding", "dilation", "groups", "offset_groups"}
+        return SPECS["nonstandard.DeformConv" if names & nonstandard else "onnx.DeformConv"]
+    if op == schema.PLUGIN_NAME:
+        return SPECS["dcnconvert.ModulatedDeformConv2d" if node.domain == schema.PLUGIN_DOMAIN
+                     else "tao.ModulatedDeformConv2d"]
+    if op == "Plugin":
+        names = {a.name: _attr_value(a) for a in node.attribute if a.name == "name"}
+        return SPECS["tensorrt_pro.Plugin.DCNv2"] if names.get("name") == "DCNv2" else None
+    by_op = {
         "DeformableConv2D": "openvino.DeformableConv2D",
-        schema.PLUGIN_NAME: "dcnconvert.ModulatedDeformConv2d"
-        if node.domain == schema.PLUGIN_DOMAIN
-        else "tao.ModulatedDeformConv2d",
         "DCNv2": "centernet.DCNv2",
         "DCNv2_2": "dcnv2_latest.DCNv2_2",
         "ModulatedDeformableConv2dTRT": "bevformer.ModulatedDeformableConv2dTRT",
@@ -645,7 +402,100 @@ def _fallback_form(node: onnx.NodeProto) -> str:
         "DCNv2_TRT": "eweill.DCNv2_TRT",
         "deformable_conv": "paddle-legacy.deformable_conv",
     }
-    return label.get(node.op_type, "unknown")
+    return SPECS[by_op[op]] if op in by_op else None
+
+
+def _padding(style: str, value) -> tuple[tuple[int, int], tuple[int, int, int, int] | None]:
+    """(plugin padding, prepad) from a padding attribute of the given style."""
+    if style == "begin_end":
+        return _split_asymmetric(_begin_end_pads(value, "pads"))
+    if style == "doubled":
+        return _doubled_pads(value, "padding"), None
+    if style == "paddle" and isinstance(value, (list, tuple)) and len(value) == 4:
+        top, bottom, left, right = (_int(v, "paddings") for v in value)
+        return _split_asymmetric((top, left, bottom, right))
+    return _pair(value, "padding"), None
+
+
+def _trt_pro_values(node: onnx.NodeProto) -> dict:
+    """Attributes of a tensorRT_Pro ``Plugin`` node from its ``info`` JSON."""
+    read_attrs(node, {"name": ("name",), "info": ("info",)})
+    text = next((_attr_value(a) for a in node.attribute if a.name == "info"), "") or ""
+    if not text.strip():
+        return {}
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        raise NotConvertible(f"attribute 'info' is not JSON: {text[:60]!r}") from None
+    if not isinstance(loaded, dict):
+        raise NotConvertible(f"attribute 'info' is not a JSON object: {text[:60]!r}")
+    alias = {name: key for key, names in _LOGIT_KNOWN.items() for name in names}
+    unknown = sorted(set(loaded) - set(alias))
+    if unknown:
+        raise NotConvertible(f"unknown keys {unknown} in attribute 'info'")
+    return {alias[k]: v for k, v in loaded.items()}
+
+
+def _parse_deform_conv_inputs(node: onnx.NodeProto, info: GraphInfo, parsed: ParsedDcn) -> None:
+    """Standard DeformConv: detect the swapped (mask, bias) exporter bug by rank; label Paddle2ONNX."""
+    bias, mask = parsed.inputs.get("bias"), parsed.inputs.get("mask")
+    if (not info.is_absent(bias) and info.rank(bias) == 4) or (not info.is_absent(mask) and info.rank(mask) == 1):
+        parsed.form = "onnx.DeformConv.swapped"
+        parsed.notes.append("inputs 3 and 4 (bias, mask) given in swapped order; swapped back by rank")
+        for role, name in (("mask", bias), ("bias", mask)):
+            parsed.inputs.pop(role, None)
+            if name:
+                parsed.inputs[role] = name
+    elif not any(a.name == "offset_group" for a in node.attribute):
+        producer = info.producers.get(bias or "")
+        if (producer is not None and producer.op_type == "Constant") or node.name.startswith("p2o."):
+            parsed.form = "paddle2onnx.DeformConv"
+
+
+def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedDcn:
+    """Parse ``node`` as ``spec``'s form.
+
+    Raises:
+        NotConvertible: the node cannot be converted exactly.
+    """
+    parsed = ParsedDcn(form=spec.form, mask_kind=spec.mask_kind)
+    parsed.inputs = _inputs(node, spec.roles, spec.min_inputs)
+    if spec.form == "paddle-legacy.deformable_conv" and "offset" not in parsed.inputs:
+        raise NotConvertible("deformable_conv without an Offset input")
+    if spec.form == "onnx.DeformConv":
+        _parse_deform_conv_inputs(node, info, parsed)
+    if spec.form == "tensorrt_pro.Plugin.DCNv2":
+        values = _trt_pro_values(node)
+    else:
+        values = read_attrs(node, spec.known, spec.ignored)
+    if values.get("name", "DCNv2") != "DCNv2":
+        raise NotConvertible(f"attribute 'name' = {values['name']!r}; expected 'DCNv2'")
+    for key, default in spec.defaults.items():
+        if key not in values:
+            if default is _REQUIRED:
+                raise NotConvertible(f"attribute '{key}' is missing and its default is not defined for {spec.form}")
+            values[key] = default
+    padding, parsed.prepad = _padding(spec.padding, values["padding"])
+    if parsed.prepad:
+        parsed.notes.append(f"asymmetric padding: explicit zero Pad {list(parsed.prepad)} of x in front")
+    group = _int(values["group"], "group") if "group" in values else None
+    if spec.group_one:
+        if group not in (None, 1):
+            raise NotConvertible(f"{spec.form} has no group support; 'groups' = {group}")
+        group = 1
+    dg = _int(values["dg"], "deformable_group") if "dg" in values else None
+    _finish(node, info, parsed, values["stride"], padding, values["dilation"], group, dg, values.get("kernel_shape"))
+    if spec.form == "dcnconvert.ModulatedDeformConv2d":
+        target = schema.target_of_node_attrs({
+            schema.ATTR_PLUGIN_VERSION: values.get("plugin_version", "1"),
+            schema.ATTR_PLUGIN_NAMESPACE: values.get("plugin_namespace", ""),
+        })
+        parsed.node_target = target.name if target else None
+    return parsed
+
+
+#: Every form id a parser can return (besides ``"unknown"``).
+FORM_IDS: tuple[str, ...] = tuple(SPECS)
 
 
 def parse_node(node: onnx.NodeProto, info: GraphInfo) -> ParsedDcn | None:
@@ -654,9 +504,9 @@ def parse_node(node: onnx.NodeProto, info: GraphInfo) -> ParsedDcn | None:
     Nodes whose op type looks like a deformable convolution but match no known form come back
     with form ``"unknown"`` and ``convertible=False``.
     """
-    parser = PARSERS.get(node.op_type)
-    if parser is None:
-        if _DCN_LIKE.search(node.op_type):
+    spec = spec_for(node)
+    if spec is None:
+        if node.op_type != "Plugin" and _DCN_LIKE.search(node.op_type):
             return ParsedDcn(
                 form="unknown",
                 convertible=False,
@@ -665,6 +515,6 @@ def parse_node(node: onnx.NodeProto, info: GraphInfo) -> ParsedDcn | None:
             )
         return None
     try:
-        return parser(node, info)
+        return parse_with(spec, node, info)
     except NotConvertible as exc:
-        return ParsedDcn(form=_fallback_form(node), convertible=False, reason=str(exc))
+        return ParsedDcn(form=spec.form, mask_kind=spec.mask_kind, convertible=False, reason=str(exc))

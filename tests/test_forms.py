@@ -8,8 +8,8 @@ import pytest
 from onnx import helper
 
 from dcnconvert import forms, samples, schema
-from dcnconvert.forms import GraphInfo, parse_node
-from dcnconvert.match import find_dcn_nodes
+from dcnconvert.forms import parse_node
+from dcnconvert.match import GraphInfo, find_dcn_nodes
 from dcnconvert.schema import DcnAttrs
 
 # A parameter set every form can express except where noted; the square set fits all of them.
@@ -219,8 +219,9 @@ class TestDeformConv:
         node = _node("DeformConv", ["x", "offset", "weight"], stride=[1, 1], pads=[0, 0, 0, 0])
         assert not parse_node(node, _info(**STD_SHAPES)).convertible
 
-    def test_other_domain_is_not_a_dcn(self):
-        assert parse_node(_node("DeformConv", ["x", "w", "o"], domain="foo"), _info()) is None
+    def test_other_domain_is_unknown(self):
+        parsed = parse_node(_node("DeformConv", ["x", "w", "o"], domain="foo"), _info())
+        assert parsed.form == "unknown" and not parsed.convertible
 
 
 class TestOtherForms:
