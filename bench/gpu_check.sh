@@ -57,15 +57,22 @@ fi
 
 step "fp16 accuracy" bash -c "$PY bench/fp16_accuracy.py --json '$OUT/fp16_accuracy.json' 2>&1 | tee '$OUT/fp16_accuracy.log'; exit \${PIPESTATUS[0]}"
 
-# Timing for context: the core as built, tuning variants (sm_90 only) if present, torchvision.
+# Timing for context: the core as built, tuning variants (sm_90 only; their GPU test grid is run
+# too, so a variant can become the default with device evidence), the first version, torchvision.
 SPEED_LIBS=()
-if make -C plugin_src core CUDA_ARCHS=sm_90 BUILD_DIR="$PWD/build/minb3" EXTRA_NVCCFLAGS=-DDCN_SIMPLE_MIN_BLOCKS=3 \
-    >> "$OUT/env.txt" 2>&1; then SPEED_LIBS+=(--lib "minblocks3=build/minb3/libdcnconvert_core.so"); fi
+for mb in 1 3; do
+    if make -C plugin_src core CUDA_ARCHS=sm_90 BUILD_DIR="$PWD/build/minb$mb" \
+        EXTRA_NVCCFLAGS=-DDCN_SIMPLE_MIN_BLOCKS=$mb >> "$OUT/env.txt" 2>&1; then
+        SPEED_LIBS+=(--lib "minblocks$mb=build/minb$mb/libdcnconvert_core.so")
+        step "pytest grid minblocks$mb" bash -c "DCNCONVERT_CORE_LIB=build/minb$mb/libdcnconvert_core.so $PY -m pytest \
+            -p no:cacheprovider -q -m gpu tests/test_core_gpu.py 2>&1 | tail -3 | tee -a '$OUT/speed.log'; exit \${PIPESTATUS[0]}"
+    fi
+done
 if [[ -f build/v1src/dcnForward.cu ]] && nvcc -O3 -std=c++17 -Xcompiler -fPIC -gencode=arch=compute_90,code=sm_90 \
     -Ibuild/v1src -shared -o build/v1.so build/v1src/dcnForward.cu >> "$OUT/env.txt" 2>&1; then
     SPEED_LIBS+=(--lib "v1=build/v1.so")
 fi
-step "speed (context)" bash -c "$PY bench/core_speed.py ${SPEED_LIBS[*]} 2>&1 | tee '$OUT/speed.log'; exit \${PIPESTATUS[0]}"
+step "speed (context)" bash -c "$PY bench/core_speed.py ${SPEED_LIBS[*]} 2>&1 | tee -a '$OUT/speed.log'; exit \${PIPESTATUS[0]}"
 
 {
     echo

@@ -4,13 +4,14 @@
  * Per group g the forward is a GEMM  out[m, p] = sum_k W[m, k] * S[k, p]  with
  *   m in [0, Cout/group)             output channel within the group,
  *   p in [0, N*Ho*Wo)                output pixel, the batch folded in,
- *   k                                input channel within the group and kernel point (i, j),
+ *   k = c*kh*kw + i*kw + j           input channel within the group and kernel point,
  *   S[k, p] = mask * bilinear0(x, sampling point)   computed on the fly (never stored).
  *
  * One block owns a BM x BN tile (channels x pixels) of one group and walks K in chunks of BK:
  * its threads fill a shared FP32 tile of sampled values and a shared FP32 tile of weights, then
- * each thread accumulates a TM x TN register block in FP32. K is walked kernel-point-major
- * (k = kp * C/group + c) so that the rows one thread samples share their offsets and mask. Bias is added in the epilogue and the
+ * each thread accumulates a TM x TN register block in FP32 (BM = 64, or 32 when a group has at
+ * most 32 output channels). Every channel tile samples its pixels again: the fused kernel of the
+ * next issue removes that redundancy; this one stays simple as the reference path. Bias is added in the epilogue and the
  * result is rounded once to the output type. Coordinates (integer part + FP32 fraction), bilinear
  * weights and accumulation are FP32 for every element type; every element offset into x, offset, mask, weight and out is 64-bit.
  *
@@ -32,7 +33,7 @@ namespace dcn
 namespace simple
 {
 
-constexpr int kBMMax = 64;              // largest output-channel tile (also 32 for small groups)
+constexpr int kBMMax = 64;              // output channels per block (64, or 32 for small groups)
 constexpr int kBN = 64;                 // output pixels per block
 constexpr int kBK = 16;                 // K per chunk
 constexpr int kThreads = 256;           // threads per block
@@ -44,10 +45,11 @@ static_assert(kBN * kBK == kThreads * (kBK / kRowsPerPass), "sampling split");
 static_assert(kThreads % (kBN / kTN) == 0, "register blocking");
 static_assert(kBK <= 32, "row table filled by one warp");
 
-/* Minimum resident blocks per SM asked of the register allocator (tuning knob: 1 lets the compiler
- * use ~124 registers, 2 blocks/SM; 3 caps it at 80 with a few spills). */
+/* Minimum resident blocks per SM asked of the register allocator: 4 caps the kernel at 64
+ * registers (no spills on sm_75..sm_90 with nvcc 13.0), i.e. 32 warps per SM to hide the latency of
+ * the dependent offset -> corner loads. Override with -DDCN_SIMPLE_MIN_BLOCKS=n for experiments. */
 #ifndef DCN_SIMPLE_MIN_BLOCKS
-#define DCN_SIMPLE_MIN_BLOCKS 1
+#define DCN_SIMPLE_MIN_BLOCKS 4
 #endif
 
 template <typename T>
@@ -111,79 +113,52 @@ struct KernelArgs
     int32_t withBias;
 };
 
-/* Sampling plan of one (pixel, kernel point): the 4 corner element offsets within a plane (clamped
- * into the plane, so always safe to read) and the 4 bilinear weights, zero for corners outside the
- * image and for the whole sample outside (-1, H) x (-1, W).
+/* Bilinear sample of one input plane with zero padding, at (yBase + dy, xBase + dx).
  * The integer part of the coordinate stays an integer: y0 = yBase + floor(dy) and the weight
  * ly = dy - floor(dy) are exact in FP32 (the fractional part of a float is a float), so the
- * sampling position carries no rounding however far from the origin it lies. Non-finite or huge
- * offsets give a zero sample and never form an out-of-range index. */
-struct Plan
-{
-    int64_t i00, i01, i10, i11;
-    float w00, w01, w10, w11;
-    bool in00, in01, in10, in11;
-};
-
-__device__ __forceinline__ Plan makePlan(int64_t h, int64_t w, int32_t yBase, int32_t xBase, float dy, float dx)
+ * sampling position carries no rounding however far from the origin it lies. The whole sample is
+ * 0 unless -1 < y < H and -1 < x < W; corners outside the plane read as 0. Non-finite or huge
+ * offsets give 0 and never form an index. */
+template <typename T>
+__device__ __forceinline__ float bilinear0(T const* plane, int64_t h, int64_t w, int32_t yBase, int32_t xBase,
+    float dy, float dx)
 {
     constexpr float kFar = 1.0e9f; // beyond any valid extent (validated <= 2^24)
-    bool const finite = fabsf(dy) <= kFar && fabsf(dx) <= kFar; // false for NaN and Inf too
-    float const dyc = finite ? dy : 0.0f;
-    float const dxc = finite ? dx : 0.0f;
-    float const fy = floorf(dyc);
-    float const fx = floorf(dxc);
+    if (!(fabsf(dy) <= kFar && fabsf(dx) <= kFar))
+    {
+        return 0.0f;
+    }
+    float const fy = floorf(dy);
+    float const fx = floorf(dx);
     int64_t const y0 = static_cast<int64_t>(yBase) + static_cast<int64_t>(fy);
     int64_t const x0 = static_cast<int64_t>(xBase) + static_cast<int64_t>(fx);
-    float const ly = dyc - fy;
-    float const lx = dxc - fx;
+    float const ly = dy - fy;
+    float const lx = dx - fx;
     // -1 < y0 + ly < h  and  -1 < x0 + lx < w, with ly, lx in [0, 1)
     bool const yIn = (y0 >= 0 || (y0 == -1 && ly > 0.0f)) && y0 < h;
     bool const xIn = (x0 >= 0 || (x0 == -1 && lx > 0.0f)) && x0 < w;
-    bool const any = finite && yIn && xIn;
+    if (!(yIn && xIn))
+    {
+        return 0.0f;
+    }
     int64_t const y1 = y0 + 1;
     int64_t const x1 = x0 + 1;
-    bool const y0In = any && y0 >= 0 && y0 < h;
-    bool const y1In = any && y1 >= 0 && y1 < h;
-    bool const x0In = x0 >= 0 && x0 < w;
-    bool const x1In = x1 >= 0 && x1 < w;
-    int64_t const y0c = min(max(y0, int64_t{0}), h - 1);
-    int64_t const y1c = min(max(y1, int64_t{0}), h - 1);
-    int64_t const x0c = min(max(x0, int64_t{0}), w - 1);
-    int64_t const x1c = min(max(x1, int64_t{0}), w - 1);
-    Plan pl;
-    pl.i00 = y0c * w + x0c;
-    pl.i01 = y0c * w + x1c;
-    pl.i10 = y1c * w + x0c;
-    pl.i11 = y1c * w + x1c;
-    pl.in00 = y0In && x0In;
-    pl.in01 = y0In && x1In;
-    pl.in10 = y1In && x0In;
-    pl.in11 = y1In && x1In;
     float const hy = 1.0f - ly;
     float const hx = 1.0f - lx;
-    pl.w00 = hy * hx;
-    pl.w01 = hy * lx;
-    pl.w10 = ly * hx;
-    pl.w11 = ly * lx;
-    return pl;
-}
-
-/* Bilinear value of one plane for a plan: every load is unconditional (clamped address) and a
- * corner outside the image is selected away, never multiplied (so Inf/NaN there cannot leak). */
-template <typename T>
-__device__ __forceinline__ float gather(T const* plane, Plan const& pl)
-{
-    float const v00 = ldf(plane + pl.i00);
-    float const v01 = ldf(plane + pl.i01);
-    float const v10 = ldf(plane + pl.i10);
-    float const v11 = ldf(plane + pl.i11);
-    float acc = 0.0f;
-    acc += pl.in00 ? pl.w00 * v00 : 0.0f;
-    acc += pl.in01 ? pl.w01 * v01 : 0.0f;
-    acc += pl.in10 ? pl.w10 * v10 : 0.0f;
-    acc += pl.in11 ? pl.w11 * v11 : 0.0f;
-    return acc;
+    bool const y0In = y0 >= 0;
+    bool const x0In = x0 >= 0;
+    bool const y1In = y1 < h;
+    bool const x1In = x1 < w;
+    float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f;
+    if (y0In && x0In)
+        v00 = ldf(plane + (y0 * w + x0));
+    if (y0In && x1In)
+        v01 = ldf(plane + (y0 * w + x1));
+    if (y1In && x0In)
+        v10 = ldf(plane + (y1 * w + x0));
+    if (y1In && x1In)
+        v11 = ldf(plane + (y1 * w + x1));
+    return hy * (hx * v00 + lx * v01) + ly * (hx * v10 + lx * v11);
 }
 
 /* grid: x = pixel tiles, y = channel tiles within a group, z = group.
@@ -193,17 +168,12 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
     T const* __restrict__ x, T const* __restrict__ offset, T const* __restrict__ mask,
     T const* __restrict__ weight, T const* __restrict__ bias, T* __restrict__ out)
 {
-    constexpr int TM = BM / (kThreads / (kBN / kTN));
-    static_assert(TM == 2 || TM == 4, "BM must be 32 or 64");
-    constexpr int kWRowsPerPass = kThreads / kBK;
-    static_assert(BM % kWRowsPerPass == 0, "weight tile split");
-
+    constexpr int kTM = BM / (kThreads / (kBN / kTN)); // channels per thread
+    static_assert(kTM == 2 || kTM == 4, "BM must be 32 or 64");
     __shared__ __align__(16) float sW[kBK][BM + kAPad]; // weights, [k][m]
-    __shared__ __align__(16) float sS[kBK][kBN];        // sampled values, [k][p]
-    // Per-K-row table for a chunk (double-buffered). K is ordered kernel-point-major,
-    // k = kp * cg + c, so consecutive rows are consecutive channels at one kernel point.
-    __shared__ int64_t rowX[2][kBK];   // element offset of the input channel plane within an image
-    __shared__ int64_t rowW[2][kBK];   // c * kh * kw + kp: column of the weight row
+    __shared__ __align__(16) float sS[kBK][kBN];         // sampled values, [k][p]
+    // Per-K-row table for the chunk being sampled (double-buffered).
+    __shared__ int64_t rowX[2][kBK];  // element offset of the input channel plane within an image
     __shared__ int32_t rowOff[2][kBK]; // offset channel of dy (dx is +1); -1 when k >= kg
     __shared__ int32_t rowMask[2][kBK];
     __shared__ int32_t rowDy[2][kBK]; // i * dilationH
@@ -221,14 +191,13 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
             int64_t const k = k0 + tid;
             if (k < a.kg)
             {
-                int32_t const kp = static_cast<int32_t>(k / a.cg);
-                int64_t const cLocal = k - static_cast<int64_t>(kp) * a.cg;
+                int64_t const cLocal = k / a.kk;
+                int32_t const kp = static_cast<int32_t>(k - cLocal * a.kk);
                 int32_t const i = kp / a.kw;
                 int32_t const j = kp - i * a.kw;
                 int64_t const cin = g * a.cg + cLocal;
                 int32_t const dg = static_cast<int32_t>(cin / a.cPerDg);
                 rowX[b][tid] = cin * a.hw;
-                rowW[b][tid] = cLocal * a.kk + kp;
                 rowOff[b][tid] = (dg * a.kk + kp) * 2;
                 rowMask[b][tid] = dg * a.kk + kp;
                 rowDy[b][tid] = i * a.dilationH;
@@ -237,7 +206,6 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
             else
             {
                 rowX[b][tid] = 0;
-                rowW[b][tid] = 0;
                 rowOff[b][tid] = -1;
                 rowMask[b][tid] = 0;
                 rowDy[b][tid] = 0;
@@ -246,10 +214,9 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
         }
     };
 
-    // This thread's sampling pixel (fixed over K) and its kRowsPerThread consecutive K rows.
-    constexpr int kRowsPerThread = kBK / kRowsPerPass;
+    // This thread's sampling pixel (fixed over K).
     int const sCol = tid % kBN;
-    int const sRowBase = (tid / kBN) * kRowsPerThread;
+    int const sRow0 = tid / kBN;
     int64_t const sp = p0 + sCol;
     bool const sValid = sp < a.pixels;
     T const* xImg = x;
@@ -270,17 +237,18 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
         xBase = static_cast<int32_t>(ox * a.strideW - a.padW);
     }
 
-    // Weight tile loader: thread loads column wK of rows wM0 + s * kWRowsPerPass.
+    // Weight tile loader mapping: k fastest so a warp reads 16 consecutive weights of 2 rows.
     int const wK = tid % kBK;
     int const wM0 = tid / kBK;
+    constexpr int kWRowsPerPass = kThreads / kBK;
 
-    // Compute mapping: thread owns channels tm*TM..tm*TM+TM-1 and pixels tn + 16*q.
+    // Compute mapping: thread owns channels tm*4..tm*4+3 and pixels tn + 16*q.
     int const tm = tid / (kBN / kTN);
     int const tn = tid % (kBN / kTN);
 
-    float acc[TM][kTN];
+    float acc[kTM][kTN];
 #pragma unroll
-    for (int r = 0; r < TM; ++r)
+    for (int r = 0; r < kTM; ++r)
 #pragma unroll
         for (int q = 0; q < kTN; ++q)
             acc[r][q] = 0.0f;
@@ -291,52 +259,38 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
     int buf = 0;
     for (int64_t k0 = 0; k0 < a.kg; k0 += kBK)
     {
-        // Offsets and masks of this thread's rows first (independent loads, all in flight; a row
-        // past kg or a pixel past the end reads element 0 / howo, always in range, and is dropped).
-        float dyv[kRowsPerThread], dxv[kRowsPerThread], mkv[kRowsPerThread];
-        bool okv[kRowsPerThread];
-#pragma unroll
-        for (int s = 0; s < kRowsPerThread; ++s)
-        {
-            int const row = sRowBase + s;
-            int32_t const oc = rowOff[buf][row];
-            okv[s] = sValid && oc >= 0;
-            int64_t const o = okv[s] ? oc : 0;
-            int64_t const mo = okv[s] ? rowMask[buf][row] : 0;
-            dyv[s] = ldf(offPix + o * a.howo);
-            dxv[s] = ldf(offPix + (o + 1) * a.howo);
-            mkv[s] = ldf(maskPix + mo * a.howo);
-        }
         // Weights of this chunk.
-        {
-            int32_t const kValid = rowOff[buf][wK] >= 0;
-            int64_t const wCol = rowW[buf][wK];
 #pragma unroll
-            for (int s = 0; s < BM / kWRowsPerPass; ++s)
+        for (int s = 0; s < BM / kWRowsPerPass; ++s)
+        {
+            int const ml = wM0 + s * kWRowsPerPass;
+            int64_t const m = m0 + ml;
+            int64_t const k = k0 + wK;
+            float v = 0.0f;
+            if (m < a.mg && k < a.kg)
             {
-                int const ml = wM0 + s * kWRowsPerPass;
-                int64_t const m = m0 + ml;
-                float v = 0.0f;
-                if (kValid && m < a.mg)
-                {
-                    v = ldf(weight + ((g * a.mg + m) * a.kg + wCol));
-                }
-                sW[wK][ml] = v;
+                v = ldf(weight + ((g * a.mg + m) * a.kg + k));
             }
+            sW[wK][ml] = v;
         }
-        // Bilinear samples of this thread's rows (all corner loads issued before any is used).
-        float sv[kRowsPerThread];
+        // Sampled values of this chunk.
 #pragma unroll
-        for (int s = 0; s < kRowsPerThread; ++s)
+        for (int s = 0; s < kBK / kRowsPerPass; ++s)
         {
-            int const row = sRowBase + s;
-            Plan const pl = makePlan(a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row], dyv[s], dxv[s]);
-            float const v = gather(xImg + rowX[buf][row], pl);
-            sv[s] = okv[s] ? mkv[s] * v : 0.0f;
+            int const row = sRow0 + s * kRowsPerPass;
+            int32_t const oc = rowOff[buf][row];
+            float v = 0.0f;
+            if (sValid && oc >= 0)
+            {
+                float const dy = ldf(offPix + static_cast<int64_t>(oc) * a.howo);
+                float const dx = ldf(offPix + static_cast<int64_t>(oc + 1) * a.howo);
+                float const mk = ldf(maskPix + static_cast<int64_t>(rowMask[buf][row]) * a.howo);
+                v = mk
+                    * bilinear0(xImg + rowX[buf][row], a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row],
+                        dy, dx);
+            }
+            sS[row][sCol] = v;
         }
-#pragma unroll
-        for (int s = 0; s < kRowsPerThread; ++s)
-            sS[sRowBase + s][sCol] = sv[s];
         // Row table of the next chunk, into the other buffer (read only after two barriers).
         fillRows(k0 + kBK, buf ^ 1);
         __syncthreads();
@@ -344,10 +298,10 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
 #pragma unroll
         for (int kk = 0; kk < kBK; ++kk)
         {
-            float wr[TM];
-            if constexpr (TM == 4)
+            float wr[kTM];
+            if constexpr (kTM == 4)
             {
-                float4 const wv = *reinterpret_cast<float4 const*>(&sW[kk][tm * TM]);
+                float4 const wv = *reinterpret_cast<float4 const*>(&sW[kk][tm * kTM]);
                 wr[0] = wv.x;
                 wr[1] = wv.y;
                 wr[2] = wv.z;
@@ -355,19 +309,19 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
             }
             else
             {
-                float2 const wv = *reinterpret_cast<float2 const*>(&sW[kk][tm * TM]);
+                float2 const wv = *reinterpret_cast<float2 const*>(&sW[kk][tm * kTM]);
                 wr[0] = wv.x;
                 wr[1] = wv.y;
             }
-            float pv[kTN];
+            float sv[kTN];
 #pragma unroll
             for (int q = 0; q < kTN; ++q)
-                pv[q] = sS[kk][tn + q * (kBN / kTN)];
+                sv[q] = sS[kk][tn + q * (kBN / kTN)];
 #pragma unroll
-            for (int r = 0; r < TM; ++r)
+            for (int r = 0; r < kTM; ++r)
 #pragma unroll
                 for (int q = 0; q < kTN; ++q)
-                    acc[r][q] = fmaf(wr[r], pv[q], acc[r][q]);
+                    acc[r][q] = fmaf(wr[r], sv[q], acc[r][q]);
         }
         __syncthreads();
         buf ^= 1;
@@ -383,9 +337,9 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
         int64_t const n = p / a.howo;
         int64_t const r = p - n * a.howo;
 #pragma unroll
-        for (int rr = 0; rr < TM; ++rr)
+        for (int rr = 0; rr < kTM; ++rr)
         {
-            int64_t const m = m0 + tm * TM + rr;
+            int64_t const m = m0 + tm * kTM + rr;
             if (m >= a.mg)
                 continue;
             int64_t const co = g * a.mg + m;
