@@ -24,7 +24,7 @@ back to the dtype of their ``x`` input. Everything else runs on one of two backe
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -34,7 +34,7 @@ from dcnconvert import schema
 from dcnconvert.errors import ModelError, UsageError
 from dcnconvert.reference import modulated_deform_conv2d
 
-__all__ = ["BACKENDS", "run_model", "is_plugin_node", "plugin_node_forward"]
+__all__ = ["BACKENDS", "is_plugin_node", "plugin_node_forward", "run_model"]
 
 BACKENDS = ("onnxruntime", "reference")
 
@@ -51,7 +51,7 @@ def _pair(attrs: Mapping[str, object], name: str, default: Sequence[int]) -> tup
     return tuple(int(v) for v in value)  # type: ignore[union-attr]
 
 
-def plugin_node_forward(inputs: Sequence[Optional[np.ndarray]], attrs: Mapping[str, object]) -> np.ndarray:
+def plugin_node_forward(inputs: Sequence[np.ndarray | None], attrs: Mapping[str, object]) -> np.ndarray:
     """Compute one plugin node from its inputs and attributes (as Python values).
 
     Args:
@@ -82,7 +82,7 @@ def plugin_node_forward(inputs: Sequence[Optional[np.ndarray]], attrs: Mapping[s
     return out.astype(x.dtype)
 
 
-def _node_attrs(node: onnx.NodeProto) -> Dict[str, object]:
+def _node_attrs(node: onnx.NodeProto) -> dict[str, object]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
@@ -120,10 +120,14 @@ def _check_feeds(graph: onnx.GraphProto, feeds: Mapping[str, np.ndarray]) -> Non
     initializers = {init.name for init in graph.initializer}
     missing = [i.name for i in graph.input if i.name not in feeds and i.name not in initializers]
     if missing:
-        raise UsageError(f"no value given for graph input(s) {missing}", hint="pass a feed for every graph input")
+        raise UsageError(
+            f"no value given for graph input(s) {missing}", hint="pass a feed for every graph input"
+        )
     unknown = sorted(set(feeds) - {i.name for i in graph.input})
     if unknown:
-        raise UsageError(f"feeds {unknown} are not graph inputs", hint=f"inputs: {[i.name for i in graph.input]}")
+        raise UsageError(
+            f"feeds {unknown} are not graph inputs", hint=f"inputs: {[i.name for i in graph.input]}"
+        )
 
 
 def run_model(
@@ -131,8 +135,8 @@ def run_model(
     feeds: Mapping[str, np.ndarray],
     *,
     backend: str = "onnxruntime",
-    output_names: Optional[Iterable[str]] = None,
-) -> Dict[str, np.ndarray]:
+    output_names: Iterable[str] | None = None,
+) -> dict[str, np.ndarray]:
     """Run ``model`` (which may contain dcnconvert plugin nodes) on ``feeds``.
 
     Args:
@@ -166,17 +170,17 @@ def run_model(
 # ONNX Runtime backend: cut the graph at the plugin nodes.
 
 
-def _subgraph_inputs(graph: onnx.GraphProto) -> Set[str]:
+def _subgraph_inputs(graph: onnx.GraphProto) -> set[str]:
     """Names a (sub)graph reads from the enclosing scope (inputs of its nodes not produced inside)."""
     produced = {i.name for i in graph.input} | {i.name for i in graph.initializer}
-    used: Set[str] = set()
+    used: set[str] = set()
     for node in graph.node:
         used |= _node_reads(node)
         produced |= set(node.output)
     return used - produced
 
 
-def _node_reads(node: onnx.NodeProto) -> Set[str]:
+def _node_reads(node: onnx.NodeProto) -> set[str]:
     reads = {name for name in node.input if name}
     for attr in node.attribute:
         subgraphs = ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else []) + list(attr.graphs)
@@ -193,15 +197,15 @@ def _node_reads(node: onnx.NodeProto) -> Set[str]:
 
 def _run_segment(
     model: onnx.ModelProto,
-    nodes: List[onnx.NodeProto],
-    known: Dict[str, np.ndarray],
-    initializers: Dict[str, onnx.TensorProto],
-    wanted: Set[str],
+    nodes: list[onnx.NodeProto],
+    known: dict[str, np.ndarray],
+    initializers: dict[str, onnx.TensorProto],
+    wanted: set[str],
 ) -> None:
     import onnxruntime as ort
 
-    produced: Set[str] = set()
-    reads: List[str] = []
+    produced: set[str] = set()
+    reads: list[str] = []
     for node in nodes:
         for name in sorted(_node_reads(node)):
             if name not in produced and name not in reads:
@@ -219,7 +223,9 @@ def _run_segment(
         elif name in initializers:
             graph_inits.append(initializers[name])
         else:
-            raise ModelError(f"tensor '{name}' is read before it is produced (graph not topologically sorted)")
+            raise ModelError(
+                f"tensor '{name}' is read before it is produced (graph not topologically sorted)"
+            )
     graph = helper.make_graph(
         nodes,
         "segment",
@@ -242,24 +248,26 @@ def _run_segment(
         known[name] = value
 
 
-def _run_split(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], names: List[str]) -> Dict[str, np.ndarray]:
+def _run_split(
+    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], names: list[str]
+) -> dict[str, np.ndarray]:
     from onnx import numpy_helper
 
     graph = model.graph
     initializers = {init.name: init for init in graph.initializer}
-    known: Dict[str, np.ndarray] = {k: np.asarray(v) for k, v in feeds.items()}
+    known: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in feeds.items()}
     # Every tensor that something after its producer (or the caller) needs.
-    needed_later: Set[str] = set(names)
+    needed_later: set[str] = set(names)
     for node in graph.node:
         needed_later |= _node_reads(node)
-    segment: List[onnx.NodeProto] = []
+    segment: list[onnx.NodeProto] = []
     for node in graph.node:
         if not is_plugin_node(node):
             segment.append(node)
             continue
         _run_segment(model, segment, known, initializers, needed_later)
         segment = []
-        values: List[Optional[np.ndarray]] = []
+        values: list[np.ndarray | None] = []
         for name in node.input:
             if not name:
                 values.append(None)

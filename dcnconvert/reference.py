@@ -18,16 +18,16 @@ inputs of any float dtype are upcast and the result is float64.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["modulated_deform_conv2d", "deform_conv2d_output_size"]
+__all__ = ["deform_conv2d_output_size", "modulated_deform_conv2d"]
 
-PairLike = Union[int, Sequence[int]]
+PairLike = int | Sequence[int]
 
 
-def _pair(value: PairLike, name: str, minimum: int) -> Tuple[int, int]:
+def _pair(value: PairLike, name: str, minimum: int) -> tuple[int, int]:
     if isinstance(value, (int, np.integer)):
         pair = (int(value), int(value))
     else:
@@ -47,7 +47,7 @@ def deform_conv2d_output_size(
     stride: PairLike = (1, 1),
     padding: PairLike = (0, 0),
     dilation: PairLike = (1, 1),
-) -> Tuple[int, int]:
+) -> tuple[int, int]:
     """Output spatial size ``(oh, ow)`` of a 2-D (deformable) convolution with symmetric padding.
 
     Args:
@@ -84,13 +84,13 @@ def _check_shapes(
     offset: np.ndarray,
     mask: np.ndarray,
     weight: np.ndarray,
-    bias: Optional[np.ndarray],
-    stride: Tuple[int, int],
-    padding: Tuple[int, int],
-    dilation: Tuple[int, int],
+    bias: np.ndarray | None,
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
     group: int,
     deformable_group: int,
-) -> Tuple[int, int]:
+) -> tuple[int, int]:
     n, c, h, w = x.shape
     oc, cpg, kh, kw = weight.shape
     if group < 1 or deformable_group < 1:
@@ -135,7 +135,7 @@ def modulated_deform_conv2d(
     offset: np.ndarray,
     mask: np.ndarray,
     weight: np.ndarray,
-    bias: Optional[np.ndarray] = None,
+    bias: np.ndarray | None = None,
     *,
     stride: PairLike = (1, 1),
     padding: PairLike = (0, 0),

@@ -17,7 +17,7 @@ domain imports are dropped and the result passes ``onnx.checker``.
 from __future__ import annotations
 
 import copy
-from typing import Dict, Iterator, List, Optional, Set
+from collections.abc import Iterator
 
 import onnx
 from onnx import helper
@@ -26,11 +26,11 @@ from dcnconvert import schema
 from dcnconvert.errors import ModelError, UnsupportedNodeError
 
 __all__ = [
-    "STANDARD_OPSET",
     "MIN_IR_VERSION",
-    "to_standard_model",
+    "STANDARD_OPSET",
     "plugin_model_to_standard",
     "raise_default_opset",
+    "to_standard_model",
 ]
 
 #: Lowest default-domain opset that has ``DeformConv``.
@@ -44,7 +44,7 @@ _HELD_LOCATION = "__dcnconvert_held_aside__"
 _CHECKER_LIMIT_BYTES = 2**31 - 2**20
 
 
-def to_standard_model(model: onnx.ModelProto, *, target_opset: Optional[int] = None) -> onnx.ModelProto:
+def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None) -> onnx.ModelProto:
     """Turn every DCN node of ``model`` (any source form, or plugin nodes) into standard ``DeformConv``.
 
     Args:
@@ -88,9 +88,9 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
-def _hold_aside(model: onnx.ModelProto) -> Dict[str, onnx.TensorProto]:
+def _hold_aside(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     """Replace large top-level initializers by data-less stand-ins; return the originals by name."""
-    held: Dict[str, onnx.TensorProto] = {}
+    held: dict[str, onnx.TensorProto] = {}
     for init in model.graph.initializer:
         if init.data_location == onnx.TensorProto.EXTERNAL or init.ByteSize() <= _HOLD_ASIDE_BYTES:
             continue
@@ -104,7 +104,7 @@ def _hold_aside(model: onnx.ModelProto) -> Dict[str, onnx.TensorProto]:
     return held
 
 
-def _restore(model: onnx.ModelProto, held: Dict[str, onnx.TensorProto]) -> None:
+def _restore(model: onnx.ModelProto, held: dict[str, onnx.TensorProto]) -> None:
     for init in model.graph.initializer:
         original = held.get(init.name)
         if original is not None:
@@ -115,7 +115,9 @@ def _restore(model: onnx.ModelProto, held: Dict[str, onnx.TensorProto]) -> None:
         if any(e.key == "location" and e.value == _HELD_LOCATION for e in i.external_data)
     ]
     if left:
-        raise ModelError(f"internal error: initializers {left[:5]} lost their data during the opset conversion")
+        raise ModelError(
+            f"internal error: initializers {left[:5]} lost their data during the opset conversion"
+        )
 
 
 def raise_default_opset(model: onnx.ModelProto, opset: int = STANDARD_OPSET) -> onnx.ModelProto:
@@ -145,8 +147,8 @@ def raise_default_opset(model: onnx.ModelProto, opset: int = STANDARD_OPSET) -> 
     return converted
 
 
-def _initializer_dims(graph: onnx.GraphProto) -> Dict[str, List[int]]:
-    dims: Dict[str, List[int]] = {}
+def _initializer_dims(graph: onnx.GraphProto) -> dict[str, list[int]]:
+    dims: dict[str, list[int]] = {}
     for sub in _graphs(graph):
         for init in sub.initializer:
             dims[init.name] = list(init.dims)
@@ -157,13 +159,13 @@ def _initializer_dims(graph: onnx.GraphProto) -> Dict[str, List[int]]:
                         dims[node.output[0]] = list(attr.t.dims)
         for vi in list(sub.value_info) + list(sub.input):
             shape = vi.type.tensor_type.shape
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-                if all(d.HasField("dim_value") for d in shape.dim):
-                    dims.setdefault(vi.name, [d.dim_value for d in shape.dim])
+            has_shape = vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")
+            if has_shape and all(d.HasField("dim_value") for d in shape.dim):
+                dims.setdefault(vi.name, [d.dim_value for d in shape.dim])
     return dims
 
 
-def _pair_attr(attrs: Dict[str, object], name: str, node: onnx.NodeProto) -> List[int]:
+def _pair_attr(attrs: dict[str, object], name: str, node: onnx.NodeProto) -> list[int]:
     value = attrs.get(name)
     if isinstance(value, int):
         return [value, value]
@@ -176,7 +178,7 @@ def _pair_attr(attrs: Dict[str, object], name: str, node: onnx.NodeProto) -> Lis
     return [int(v) for v in value]
 
 
-def _deform_conv_node(node: onnx.NodeProto, weight_dims: Dict[str, List[int]]) -> onnx.NodeProto:
+def _deform_conv_node(node: onnx.NodeProto, weight_dims: dict[str, list[int]]) -> onnx.NodeProto:
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if len(node.input) not in (4, 5) or not all(node.input[:4]):
         raise ModelError(
@@ -215,8 +217,8 @@ def _deform_conv_node(node: onnx.NodeProto, weight_dims: Dict[str, List[int]]) -
     )
 
 
-def _used_domains(model: onnx.ModelProto) -> Set[str]:
-    used: Set[str] = set()
+def _used_domains(model: onnx.ModelProto) -> set[str]:
+    used: set[str] = set()
     for sub in _graphs(model.graph):
         used |= {n.domain for n in sub.node}
     for function in model.functions:
@@ -225,7 +227,7 @@ def _used_domains(model: onnx.ModelProto) -> Set[str]:
     return used
 
 
-def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: Optional[int] = None) -> onnx.ModelProto:
+def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None = None) -> onnx.ModelProto:
     """Replace every dcnconvert plugin node of ``model`` by standard ONNX ``DeformConv``.
 
     Args:

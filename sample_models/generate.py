@@ -14,17 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
 
-import onnx  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
-from dcnconvert import samples  # noqa: E402
+from dcnconvert import samples
 
 PRODUCER_NAME = "dcnconvert sample_models/generate.py"
 PRODUCER_VERSION = "1"
@@ -54,28 +53,47 @@ class _Builder:
 
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
-        self.nodes: List[onnx.NodeProto] = []
-        self.inits: List[onnx.TensorProto] = []
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
 
     def const(self, name: str, array: np.ndarray) -> str:
         self.inits.append(numpy_helper.from_array(array, name))
         return name
 
-    def randn(self, name: str, shape: Tuple[int, ...], scale: float) -> str:
+    def randn(self, name: str, shape: tuple[int, ...], scale: float) -> str:
         return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
 
-    def node(self, op: str, inputs: List[str], output: str, name: str, domain: str = "", **attrs) -> str:
+    def node(self, op: str, inputs: list[str], output: str, name: str, domain: str = "", **attrs) -> str:
         self.nodes.append(helper.make_node(op, inputs, [output], name=name, domain=domain, **attrs))
         return output
 
-    def conv(self, x: str, name: str, cin: int, cout: int, k: Tuple[int, int], stride=(1, 1), pad=(0, 0),
-             dil=(1, 1), bias_scale: float = 0.1, w_scale: float | None = None) -> str:
+    def conv(
+        self,
+        x: str,
+        name: str,
+        cin: int,
+        cout: int,
+        k: tuple[int, int],
+        stride=(1, 1),
+        pad=(0, 0),
+        dil=(1, 1),
+        bias_scale: float = 0.1,
+        w_scale: float | None = None,
+    ) -> str:
         """A Conv with BatchNorm folded into weight and bias (what torch.onnx does in eval mode)."""
         fan_in = cin * k[0] * k[1]
         w = self.randn(f"{name}.weight", (cout, cin, k[0], k[1]), w_scale or (2.0 / fan_in) ** 0.5)
         b = self.randn(f"{name}.bias", (cout,), bias_scale)
-        return self.node("Conv", [x, w, b], f"{name}_out", name, kernel_shape=list(k), strides=list(stride),
-                         pads=[pad[0], pad[1], pad[0], pad[1]], dilations=list(dil))
+        return self.node(
+            "Conv",
+            [x, w, b],
+            f"{name}_out",
+            name,
+            kernel_shape=list(k),
+            strides=list(stride),
+            pads=[pad[0], pad[1], pad[0], pad[1]],
+            dilations=list(dil),
+        )
 
     def batchnorm(self, x: str, name: str, channels: int) -> str:
         scale = self.const(f"{name}.weight", self.rng.uniform(0.5, 1.5, channels).astype(np.float32))
@@ -91,15 +109,34 @@ class _Builder:
         Sigmoid(third) = mask -> mmcv::MMCVModulatedDeformConv2d (bias=False, as in mmdet ResNets).
         """
         k = 9 * deform_groups
-        om = self.conv(x, f"{name}.conv_offset", cin, 3 * k, (3, 3), stride, pad, dil, bias_scale=0.5, w_scale=0.15)
-        self.nodes.append(helper.make_node("Split", [om], [f"{name}_o1", f"{name}_o2", f"{name}_m"],
-                                           name=f"{name}.chunk", axis=1, split=[k, k, k]))
+        om = self.conv(
+            x, f"{name}.conv_offset", cin, 3 * k, (3, 3), stride, pad, dil, bias_scale=0.5, w_scale=0.15
+        )
+        self.nodes.append(
+            helper.make_node(
+                "Split",
+                [om],
+                [f"{name}_o1", f"{name}_o2", f"{name}_m"],
+                name=f"{name}.chunk",
+                axis=1,
+                split=[k, k, k],
+            )
+        )
         offset = self.node("Concat", [f"{name}_o1", f"{name}_o2"], f"{name}_offset", f"{name}.cat", axis=1)
         mask = self.node("Sigmoid", [f"{name}_m"], f"{name}_mask", f"{name}.sigmoid")
         weight = self.randn(f"{name}.weight", (cout, cin, 3, 3), (2.0 / (cin * 9)) ** 0.5)
-        return self.node("MMCVModulatedDeformConv2d", [x, offset, mask, weight], f"{name}_out", name,
-                         domain="mmcv", stride=list(stride), padding=list(pad), dilation=list(dil), groups=1,
-                         deform_groups=deform_groups)
+        return self.node(
+            "MMCVModulatedDeformConv2d",
+            [x, offset, mask, weight],
+            f"{name}_out",
+            name,
+            domain="mmcv",
+            stride=list(stride),
+            padding=list(pad),
+            dilation=list(dil),
+            groups=1,
+            deform_groups=deform_groups,
+        )
 
 
 def build_resnet_block(seed: int = 2024, channels: int = 16) -> onnx.ModelProto:
@@ -141,63 +178,98 @@ def build_resnet_block(seed: int = 2024, channels: int = 16) -> onnx.ModelProto:
 #: form -> (builder overrides, exporter it imitates, notes). Defaults: n=1, c=8, h=w=12, cout=8,
 #: 3x3 kernel, stride 1, padding 1, dilation 1, group 1, deformable group 1, bias where the form has
 #: one, static shapes.
-FORM_SAMPLES: Dict[str, Tuple[Dict, str, str]] = {
+FORM_SAMPLES: dict[str, tuple[dict, str, str]] = {
     "mmcv.MMCVModulatedDeformConv2d": (
-        dict(deformable_group=2), "mmcv >= 1.3.8 / 2.x `ModulatedDeformConv2d` (domain `mmcv`)",
-        "deform_groups 2"),
+        {"deformable_group": 2},
+        "mmcv >= 1.3.8 / 2.x `ModulatedDeformConv2d` (domain `mmcv`)",
+        "deform_groups 2",
+    ),
     "mmdeploy.MMCVModulatedDeformConv2d": (
-        dict(group=2, deformable_group=2), "mmdeploy symbolic rewriter (domain `mmdeploy`)",
-        "groups 2, deform_groups 2"),
+        {"group": 2, "deformable_group": 2},
+        "mmdeploy symbolic rewriter (domain `mmdeploy`)",
+        "groups 2, deform_groups 2",
+    ),
     "mmcv-legacy.MMCVModulatedDeformConv2d": (
-        dict(), "mmcv 1.2-1.3.7 (default domain)", "bias input always present"),
+        {},
+        "mmcv 1.2-1.3.7 (default domain)",
+        "bias input always present",
+    ),
     "mmcv.MMCVDeformConv2d": (
-        dict(dynamic=True), "mmcv `DeformConv2d` (DCNv1, domain `mmcv`)",
-        "no mask (rewrite adds a ones mask); `bias`/`im2col_step` attributes; dynamic N/H/W"),
+        {"dynamic": True},
+        "mmcv `DeformConv2d` (DCNv1, domain `mmcv`)",
+        "no mask (rewrite adds a ones mask); `bias`/`im2col_step` attributes; dynamic N/H/W",
+    ),
     "mmdeploy.MMCVDeformConv2d": (
-        dict(stride=(2, 2)), "mmdeploy `DeformConv2d` rewriter (DCNv1)",
-        "4-value `padding` [pH, pH, pW, pW]; stride 2"),
-    "mmcv-legacy.MMCVDeformConv2d": (
-        dict(), "mmcv 1.2.x `DeformConv2d` (DCNv1, default domain)", "no mask"),
+        {"stride": (2, 2)},
+        "mmdeploy `DeformConv2d` rewriter (DCNv1)",
+        "4-value `padding` [pH, pH, pW, pW]; stride 2",
+    ),
+    "mmcv-legacy.MMCVDeformConv2d": ({}, "mmcv 1.2.x `DeformConv2d` (DCNv1, default domain)", "no mask"),
     "onnx.DeformConv": (
-        dict(pads=(0, 1, 2, 1), deformable_group=2), "standard ONNX `DeformConv` (opset 19; torchvision dynamo)",
-        "asymmetric pads [0, 1, 2, 1] (rewrite adds a Pad); offset_group 2"),
+        {"pads": (0, 1, 2, 1), "deformable_group": 2},
+        "standard ONNX `DeformConv` (opset 19; torchvision dynamo)",
+        "asymmetric pads [0, 1, 2, 1] (rewrite adds a Pad); offset_group 2",
+    ),
     "onnx.DeformConv.swapped": (
-        dict(), "hand-written `DeformConv` symbolic with mask and bias swapped",
-        "input 3 is the 4-D mask, input 4 the bias (detected by rank)"),
+        {},
+        "hand-written `DeformConv` symbolic with mask and bias swapped",
+        "input 3 is the 4-D mask, input 4 the bias (detected by rank)",
+    ),
     "paddle2onnx.DeformConv": (
-        dict(deformable_group=2), "Paddle2ONNX >= 1.2.4 `deformable_conv` mapper",
-        "bias from a `Constant` node; `offset_group` missing (recovered from the offset channels: 2)"),
+        {"deformable_group": 2},
+        "Paddle2ONNX >= 1.2.4 `deformable_conv` mapper",
+        "bias from a `Constant` node; `offset_group` missing (recovered from the offset channels: 2)",
+    ),
     "nonstandard.DeformConv": (
-        dict(), "modified torchvision `_register_onnx_ops.py` (`DeformConv` with non-standard attributes)",
-        "inputs x, offset, weight, bias; DCNv1"),
+        {},
+        "modified torchvision `_register_onnx_ops.py` (`DeformConv` with non-standard attributes)",
+        "inputs x, offset, weight, bias; DCNv1",
+    ),
     "openvino.DeformableConv2D": (
-        dict(deformable_group=2), "mmdeploy OpenVINO backend (`org.openvinotoolkit`)",
-        "DCNv1; 4-value pads; deformable_groups 2"),
+        {"deformable_group": 2},
+        "mmdeploy OpenVINO backend (`org.openvinotoolkit`)",
+        "DCNv1; 4-value pads; deformable_groups 2",
+    ),
     "tao.ModulatedDeformConv2d": (
-        dict(dynamic=True), "NVIDIA TAO OCDNet export (default domain)",
-        "weight also a graph input (keep_initializers_as_inputs); dynamic N/H/W"),
+        {"dynamic": True},
+        "NVIDIA TAO OCDNet export (default domain)",
+        "weight also a graph input (keep_initializers_as_inputs); dynamic N/H/W",
+    ),
     "dcnconvert.ModulatedDeformConv2d": (
-        dict(stride=(1, 2), padding=(2, 1), dilation=(2, 1)), "dcnconvert's own rewritten plugin node",
-        "non-square stride/padding/dilation (refused by `--target trt-builtin`)"),
+        {"stride": (1, 2), "padding": (2, 1), "dilation": (2, 1)},
+        "dcnconvert's own rewritten plugin node",
+        "non-square stride/padding/dilation (refused by `--target trt-builtin`)",
+    ),
     "centernet.DCNv2": (
-        dict(), "CaoWGG/TensorRT-CenterNet `DCNv2` symbolic (CenterNet, FairMOT)", "scalar INT attributes; opset 9"),
+        {},
+        "CaoWGG/TensorRT-CenterNet `DCNv2` symbolic (CenterNet, FairMOT)",
+        "scalar INT attributes; opset 9",
+    ),
     "dcnv2_latest.DCNv2_2": (
-        dict(deformable_group=2), "lucasjinreal/DCNv2_latest `DCNv2_2`", "deformable_groups 2; no groups"),
-    "bevformer.ModulatedDeformableConv2dTRT": (
-        dict(group=2), "DerryHub/BEVFormer_tensorrt", "groups 2"),
-    "bevformer.ModulatedDeformableConv2dTRT2": (
-        dict(), "DerryHub/BEVFormer_tensorrt (v2 op)", ""),
+        {"deformable_group": 2},
+        "lucasjinreal/DCNv2_latest `DCNv2_2`",
+        "deformable_groups 2; no groups",
+    ),
+    "bevformer.ModulatedDeformableConv2dTRT": ({"group": 2}, "DerryHub/BEVFormer_tensorrt", "groups 2"),
+    "bevformer.ModulatedDeformableConv2dTRT2": ({}, "DerryHub/BEVFormer_tensorrt (v2 op)", ""),
     "tensorrt_pro.Plugin.DCNv2": (
-        dict(), "shouxieai tensorRT_Pro `Plugin(name=DCNv2)`",
-        "one offset+mask *logits* input (rewrite adds Slice + Sigmoid); empty `info`"),
+        {},
+        "shouxieai tensorRT_Pro `Plugin(name=DCNv2)`",
+        "one offset+mask *logits* input (rewrite adds Slice + Sigmoid); empty `info`",
+    ),
     "eweill.DCNv2_TRT": (
-        dict(padding=(2, 2), dilation=(2, 2)), "eweill-nv/dcnv2_trt `DCNv2_TRT`",
-        "offset+mask logits input; dilation 2, padding 2"),
+        {"padding": (2, 2), "dilation": (2, 2)},
+        "eweill-nv/dcnv2_trt `DCNv2_TRT`",
+        "offset+mask logits input; dilation 2, padding 2",
+    ),
     "paddle-legacy.deformable_conv": (
-        dict(), "legacy Paddle2ONNX fallback (`custom::deformable_conv`)", "inputs Input, Filter, Mask, Offset"),
+        {},
+        "legacy Paddle2ONNX fallback (`custom::deformable_conv`)",
+        "inputs Input, Filter, Mask, Offset",
+    ),
 }
 
-BASE_PARAMS = dict(n=1, c=8, h=12, w=12, cout=8)
+BASE_PARAMS = {"n": 1, "c": 8, "h": 12, "w": 12, "cout": 8}
 
 
 def file_name(form: str) -> str:
@@ -223,12 +295,12 @@ def _describe_inputs(model: onnx.ModelProto) -> str:
     return ", ".join(parts)
 
 
-def build_all() -> Dict[str, Tuple[onnx.ModelProto, str, str, str]]:
+def build_all() -> dict[str, tuple[onnx.ModelProto, str, str, str]]:
     """file name -> (model, source form, exporter, notes), in README order."""
     missing = set(samples.FORMS) - set(FORM_SAMPLES)
     if missing:
         raise SystemExit(f"generate.py has no sample parameters for forms {sorted(missing)}")
-    out: Dict[str, Tuple[onnx.ModelProto, str, str, str]] = {}
+    out: dict[str, tuple[onnx.ModelProto, str, str, str]] = {}
     for form in samples.FORMS:
         _overrides, exporter, notes = FORM_SAMPLES[form]
         out[file_name(form)] = (build_form_sample(form), form, exporter, notes)
@@ -236,9 +308,11 @@ def build_all() -> Dict[str, Tuple[onnx.ModelProto, str, str, str]]:
         build_resnet_block(),
         "mmcv.MMCVModulatedDeformConv2d (x2)",
         "mmdet ResNet with `dcn=dict(type='DCNv2')` exported through mmcv (opset 11)",
-        "multi-layer: stem Conv, 2 DCNv2 layers (offset Conv -> Split/Concat/Sigmoid as "
-        "`ModulatedDeformConv2dPack` exports), BatchNorm, residual Add, downsample; second DCN stride 2, "
-        "padding (1, 2), dilation (1, 2), deform_groups 2; dynamic batch/height/width",
+        (
+            "multi-layer: stem Conv, 2 DCNv2 layers (offset Conv -> Split/Concat/Sigmoid as "
+            "`ModulatedDeformConv2dPack` exports), BatchNorm, residual Add, downsample; second DCN stride 2, "
+            "padding (1, 2), dilation (1, 2), deform_groups 2; dynamic batch/height/width"
+        ),
     )
     return out
 
@@ -266,14 +340,14 @@ Try: `dcnconvert inspect sample_models/dcn_resnet_block.onnx`, then
 """
 
 
-def render_readme(models: Dict[str, Tuple[onnx.ModelProto, str, str, str]]) -> str:
+def render_readme(models: dict[str, tuple[onnx.ModelProto, str, str, str]]) -> str:
     rows = []
     for name, (model, form, exporter, notes) in models.items():
         rows.append(f"| `{name}` | `{form}` | {exporter} | {_describe_inputs(model)} | {notes} |")
     return README_HEAD + "\n".join(rows) + "\n"
 
 
-def write_all(out_dir: Path) -> List[Path]:
+def write_all(out_dir: Path) -> list[Path]:
     """Write every sample and README.md into ``out_dir``; return the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     models = build_all()
@@ -288,7 +362,7 @@ def write_all(out_dir: Path) -> List[Path]:
     return written
 
 
-def main(argv: List[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE, help="output folder (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ the field) runs a larger share.
 from __future__ import annotations
 
 import itertools
-from typing import Dict, List, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import onnxruntime as ort
@@ -57,29 +57,29 @@ AXES = {
     "n": (1, 3),
     "far": (False, True),
 }
-FULL_GRID: List[Dict] = [dict(zip(AXES, values)) for values in itertools.product(*AXES.values())]
+FULL_GRID: list[dict] = [dict(zip(AXES, values)) for values in itertools.product(*AXES.values())]
 
 
-def _build_kwargs(case: Dict, dynamic: bool) -> Dict:
+def _build_kwargs(case: dict, dynamic: bool) -> dict:
     g = case["geometry"]
-    return dict(
-        n=case["n"],
-        c=8,
-        h=5,
-        w=6,
-        cout=4,
-        kernel=case["kernel"],
-        stride=g.stride,
-        padding=g.padding,
-        dilation=g.dilation,
-        group=case["group"],
-        deformable_group=case["deformable_group"],
-        bias=case["bias"],
-        dynamic=dynamic,
-    )
+    return {
+        "n": case["n"],
+        "c": 8,
+        "h": 5,
+        "w": 6,
+        "cout": 4,
+        "kernel": case["kernel"],
+        "stride": g.stride,
+        "padding": g.padding,
+        "dilation": g.dilation,
+        "group": case["group"],
+        "deformable_group": case["deformable_group"],
+        "bias": case["bias"],
+        "dynamic": dynamic,
+    }
 
 
-def _select(form: str, count: int) -> List[Dict]:
+def _select(form: str, count: int) -> list[dict]:
     """``count`` supported grid cases for ``form`` (deterministic).
 
     Cases are drawn in a seeded random order; first every case that brings an axis value not yet
@@ -88,7 +88,7 @@ def _select(form: str, count: int) -> List[Dict]:
     supported = [c for c in FULL_GRID if samples.supports(form, seed=0, **_build_kwargs(c, False))]
     order = np.random.default_rng(samples.FORMS.index(form)).permutation(len(supported))
     covered: set = set()
-    chosen: List[int] = []
+    chosen: list[int] = []
     for idx in order:
         keys = {(axis, repr(value)) for axis, value in supported[idx].items()}
         if not keys <= covered:
@@ -102,7 +102,7 @@ def _select(form: str, count: int) -> List[Dict]:
     return [supported[i] for i in sorted(chosen)]
 
 
-def _case_id(form: str, index: int, case: Dict) -> str:
+def _case_id(form: str, index: int, case: dict) -> str:
     return (
         f"{form}-{index}-g{case['group']}-dg{case['deformable_group']}-k{case['kernel'][0]}x{case['kernel'][1]}-"
         f"{case['geometry'].name}-{'b' if case['bias'] else 'nob'}-n{case['n']}-{'far' if case['far'] else 'near'}"
@@ -123,7 +123,7 @@ def _ort_run(model, feeds):
     return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
 
 
-def _push_offsets_out(feeds: Dict[str, np.ndarray], factor: float) -> None:
+def _push_offsets_out(feeds: dict[str, np.ndarray], factor: float) -> None:
     """Scale the offsets so that many samples land outside the image (and across -1 and H/W)."""
     if "offset" in feeds:
         feeds["offset"] = (feeds["offset"] * factor).astype(feeds["offset"].dtype)
@@ -166,14 +166,14 @@ def test_rewrite_matches_standard_in_ort(form, index, case):
 
 
 def test_every_form_is_exercised_on_every_axis_value_it_supports():
-    by_form: Dict[str, List[Dict]] = {}
+    by_form: dict[str, list[dict]] = {}
     for param in PARAMS:
         form, _index, case = param.values
         by_form.setdefault(form, []).append(case)
     assert set(by_form) == set(samples.FORMS)
     for form in samples.FORMS:
         supported = [c for c in FULL_GRID if samples.supports(form, seed=0, **_build_kwargs(c, False))]
-        for axis, values in AXES.items():
+        for axis in AXES:
             possible = {repr(c[axis]) for c in supported}
             chosen = {repr(c[axis]) for c in by_form[form]}
             assert chosen == possible, f"{form}: axis {axis} covers {chosen}, supported {possible}"
@@ -198,8 +198,19 @@ ASYMMETRIC_PADS = [(0, 1, 2, 1), (2, 0, 0, 1), (1, 1, 0, 0)]
 @pytest.mark.parametrize("pads", ASYMMETRIC_PADS, ids=lambda p: "pads" + "".join(map(str, p)))
 def test_asymmetric_pads(form, pads):
     seed = 77 + sum(pads) + samples.PADS_FORMS.index(form)
-    model = samples.build(form, n=2, c=4, h=5, w=6, cout=4, pads=pads, stride=(2, 1), dilation=(1, 2),
-                          deformable_group=2, seed=seed)
+    model = samples.build(
+        form,
+        n=2,
+        c=4,
+        h=5,
+        w=6,
+        cout=4,
+        pads=pads,
+        stride=(2, 1),
+        dilation=(1, 2),
+        deformable_group=2,
+        seed=seed,
+    )
     rewritten, _ = rewrite_model(model)
     assert "Pad" in {n.op_type for n in rewritten.graph.node}
     check_equivalent(model, seed, far=True)

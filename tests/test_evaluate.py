@@ -18,14 +18,18 @@ KH = KW = 3
 
 def _plugin_node(inputs, output, stride=(1, 1), padding=(1, 1), dilation=(1, 1), group=1, dg=1, name="dcn"):
     attrs = schema.DcnAttrs(stride, padding, dilation, group, dg).node_attrs(schema.TARGET_DCNCONVERT)
-    return helper.make_node(schema.PLUGIN_NAME, inputs, [output], name=name, domain=schema.PLUGIN_DOMAIN, **attrs)
+    return helper.make_node(
+        schema.PLUGIN_NAME, inputs, [output], name=name, domain=schema.PLUGIN_DOMAIN, **attrs
+    )
 
 
 def _init(name, array, dtype):
     return numpy_helper.from_array(array.astype(dtype), name)
 
 
-def build_block(dtype=np.float32, bias=True, stride=(2, 1), padding=(1, 2), dilation=(1, 2), group=2, dg=2, c=4):
+def build_block(
+    dtype=np.float32, bias=True, stride=(2, 1), padding=(1, 2), dilation=(1, 2), group=2, dg=2, c=4
+):
     """x -> Conv(offset+mask logits) -> Split -> Sigmoid -> plugin -> Relu -> Add(relu, plugin).
 
     Returns the plugin model and the same model written with standard ONNX DeformConv (opset 19).
@@ -45,12 +49,12 @@ def build_block(dtype=np.float32, bias=True, stride=(2, 1), padding=(1, 2), dila
         _init("bias", bvec, dtype),
         numpy_helper.from_array(np.array([2 * dg * k, dg * k], dtype=np.int64), "split"),
     ]
-    conv_attrs = dict(
-        kernel_shape=[KH, KW],
-        strides=list(stride),
-        pads=[padding[0], padding[1], padding[0], padding[1]],
-        dilations=list(dilation),
-    )
+    conv_attrs = {
+        "kernel_shape": [KH, KW],
+        "strides": list(stride),
+        "pads": [padding[0], padding[1], padding[0], padding[1]],
+        "dilations": list(dilation),
+    }
     common = [
         helper.make_node("Conv", ["x", "w_off", "b_off"], ["om"], name="conv_offset", **conv_attrs),
         helper.make_node("Split", ["om", "split"], ["offset", "mask_logits"], axis=1, name="split"),
@@ -60,10 +64,10 @@ def build_block(dtype=np.float32, bias=True, stride=(2, 1), padding=(1, 2), dila
         helper.make_node("Relu", ["dcn_out"], ["relu"], name="relu"),
         helper.make_node("Add", ["relu", "dcn_out"], ["y"], name="add"),
     ]
-    io = dict(
-        inputs=[helper.make_tensor_value_info("x", elem, ["N", c, "H", "W"])],
-        outputs=[helper.make_tensor_value_info("y", elem, ["N", oc, "OH", "OW"])],
-    )
+    io = {
+        "inputs": [helper.make_tensor_value_info("x", elem, ["N", c, "H", "W"])],
+        "outputs": [helper.make_tensor_value_info("y", elem, ["N", oc, "OH", "OW"])],
+    }
     plugin_inputs = ["x", "offset", "mask", "weight"] + (["bias"] if bias else [])
     plugin = _plugin_node(plugin_inputs, "dcn_out", stride, padding, dilation, group, dg)
     g1 = helper.make_graph(common + [plugin] + tail, "plugin", io["inputs"], io["outputs"], inits)
@@ -235,8 +239,14 @@ def _bn_model(opset, outputs=("y",), **attrs):
     graph = helper.make_graph(
         [node],
         "bn",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None if n != "x" else [2, 3, 4, 5]) for n in names[:1]],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None if o != "y" else [2, 3, 4, 5]) for o in outputs[:1]],
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, None if n != "x" else [2, 3, 4, 5])
+            for n in names[:1]
+        ],
+        [
+            helper.make_tensor_value_info(o, TensorProto.FLOAT, None if o != "y" else [2, 3, 4, 5])
+            for o in outputs[:1]
+        ],
     )
     rng = np.random.default_rng(opset)
     inits = {

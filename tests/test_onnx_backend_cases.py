@@ -29,7 +29,7 @@ EXPECTED_NAMES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def deform_cases():
     """The DeformConv node test cases, by name (``collect_testcases(None)`` runs every generator, ~7 s once)."""
     import warnings

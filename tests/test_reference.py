@@ -10,7 +10,6 @@ import pytest
 
 from dcnconvert.reference import deform_conv2d_output_size, modulated_deform_conv2d
 
-
 # --------------------------------------------------------------------------------------------------
 # Independent oracles written as plain loops (deliberately unvectorised).
 
@@ -29,7 +28,7 @@ def _bilinear0(img: np.ndarray, y: float, x: float) -> float:
 
 
 def naive_dcn(x, offset, mask, weight, bias, stride, padding, dilation, group, dg):
-    n, c, h, w = x.shape
+    n, c, _h, _w = x.shape
     oc, cpg, kh, kw = weight.shape
     oh, ow = offset.shape[2:]
     out = np.zeros((n, oc, oh, ow))
@@ -55,7 +54,7 @@ def naive_conv(x, weight, bias, stride, padding, dilation, group, shift=(0, 0)):
 
     ``shift`` moves every sampling point by whole pixels (what integer offsets do).
     """
-    n, c, h, w = x.shape
+    n, _c, h, w = x.shape
     oc, cpg, kh, kw = weight.shape
     oh, ow = deform_conv2d_output_size((h, w), (kh, kw), stride=stride, padding=padding, dilation=dilation)
     out = np.zeros((n, oc, oh, ow))
@@ -85,7 +84,16 @@ def _case(seed, n, c, h, w, oc, kh, kw, stride, padding, dilation, group, dg, bi
 def _run(args, stride, padding, dilation, group, dg):
     x, offset, mask, weight, b = args
     return modulated_deform_conv2d(
-        x, offset, mask, weight, b, stride=stride, padding=padding, dilation=dilation, group=group, deformable_group=dg
+        x,
+        offset,
+        mask,
+        weight,
+        b,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        group=group,
+        deformable_group=dg,
     )
 
 
@@ -191,7 +199,9 @@ NAIVE_GRID = [
 @pytest.mark.parametrize("case", NAIVE_GRID, ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
 def test_matches_naive_loop(case):
     n, c, h, w, oc, kh, kw, stride, padding, dilation, group, dg, bias = case
-    args = _case(NAIVE_GRID.index(case) + 1, n, c, h, w, oc, kh, kw, stride, padding, dilation, group, dg, bias, 3.0)
+    args = _case(
+        NAIVE_GRID.index(case) + 1, n, c, h, w, oc, kh, kw, stride, padding, dilation, group, dg, bias, 3.0
+    )
     out = _run(args, stride, padding, dilation, group, dg)
     expected = naive_dcn(*args, stride, padding, dilation, group, dg)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
@@ -236,7 +246,9 @@ ORT_GRID = FULL_GRID[::5]
 
 def _grid_id(case):
     group, dg, (kh, kw, s, p, d), bias, n = case
-    return f"g{group}-dg{dg}-k{kh}x{kw}-s{s[0]}{s[1]}-p{p[0]}{p[1]}-d{d[0]}{d[1]}-{'b' if bias else 'nob'}-n{n}"
+    return (
+        f"g{group}-dg{dg}-k{kh}x{kw}-s{s[0]}{s[1]}-p{p[0]}{p[1]}-d{d[0]}{d[1]}-{'b' if bias else 'nob'}-n{n}"
+    )
 
 
 def test_grid_covers_every_axis_value():
@@ -249,7 +261,9 @@ def test_matches_onnx_reference_evaluator(case):
     group, dg, (kh, kw, stride, padding, dilation), bias, n = case
     seed = FULL_GRID.index(case) + 1000
     # Offsets of scale 3 push many samples out of the image (and across -1 / H).
-    args = _case(seed, n, 8 if dg == 4 else 4, 4, 5, 4, kh, kw, stride, padding, dilation, group, dg, bias, 3.0)
+    args = _case(
+        seed, n, 8 if dg == 4 else 4, 4, 5, 4, kh, kw, stride, padding, dilation, group, dg, bias, 3.0
+    )
     out = _run(args, stride, padding, dilation, group, dg)
     expected = _onnx_deform_conv(*args, stride, padding, dilation, group, dg)
     scale = np.abs(expected).max()
@@ -286,13 +300,13 @@ def test_large_case_is_fast():
 
 
 def _good():
-    return dict(
-        x=np.ones((2, 4, 5, 5)),
-        offset=np.ones((2, 18, 5, 5)),
-        mask=np.ones((2, 9, 5, 5)),
-        weight=np.ones((6, 4, 3, 3)),
-        bias=np.ones(6),
-    )
+    return {
+        "x": np.ones((2, 4, 5, 5)),
+        "offset": np.ones((2, 18, 5, 5)),
+        "mask": np.ones((2, 9, 5, 5)),
+        "weight": np.ones((6, 4, 3, 3)),
+        "bias": np.ones(6),
+    }
 
 
 @pytest.mark.parametrize(
@@ -346,6 +360,8 @@ def test_importable_with_numpy_only():
         "print(r.modulated_deform_conv2d.__name__)\n"
     )
     repo = __import__("pathlib").Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, cwd=repo, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert "modulated_deform_conv2d" in done.stdout

@@ -35,7 +35,9 @@ def _init(rng, name, shape, scale=0.3):
 
 def _plugin(inputs, output, target=schema.TARGET_DCNCONVERT, name="dcn", **kw):
     attrs = schema.DcnAttrs(**kw).node_attrs(target)
-    return helper.make_node(schema.PLUGIN_NAME, inputs, [output], name=name, domain=schema.PLUGIN_DOMAIN, **attrs)
+    return helper.make_node(
+        schema.PLUGIN_NAME, inputs, [output], name=name, domain=schema.PLUGIN_DOMAIN, **attrs
+    )
 
 
 def legacy_opset_model(opset: int, bias: bool = True, target=schema.TARGET_DCNCONVERT) -> onnx.ModelProto:
@@ -59,7 +61,9 @@ def legacy_opset_model(opset: int, bias: bool = True, target=schema.TARGET_DCNCO
         inits.append(numpy_helper.from_array(np.array([2 * dg * k, dg * k], np.int64), "split"))
         nodes.append(helper.make_node("Split", ["om", "split"], ["offset", "mask_logits"], axis=1))
     else:
-        nodes.append(helper.make_node("Split", ["om"], ["offset", "mask_logits"], axis=1, split=[2 * dg * k, dg * k]))
+        nodes.append(
+            helper.make_node("Split", ["om"], ["offset", "mask_logits"], axis=1, split=[2 * dg * k, dg * k])
+        )
     nodes += [
         helper.make_node("Sigmoid", ["mask_logits"], ["mask"]),
         _plugin(
@@ -159,7 +163,9 @@ def test_large_initializers_survive_conversion_bit_for_bit():
 
 
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("target", [schema.TARGET_DCNCONVERT, schema.TARGET_TRT_BUILTIN], ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "target", [schema.TARGET_DCNCONVERT, schema.TARGET_TRT_BUILTIN], ids=lambda t: t.name
+)
 def test_deformconv_node_attributes(bias, target):
     std = plugin_model_to_standard(legacy_opset_model(19, bias=bias, target=target))
     (node,) = [n for n in std.graph.node if n.op_type == "DeformConv"]
@@ -187,7 +193,9 @@ def test_plugin_only_model_with_weight_as_graph_input():
         [helper.make_tensor_value_info(n, F, ["a", "b", "c", "d"]) for n in names],
         [helper.make_tensor_value_info("y", F, ["a", 4, "e", "f"])],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("dcnconvert", 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("dcnconvert", 1)]
+    )
     std = plugin_model_to_standard(model)
     (dc,) = std.graph.node
     assert "kernel_shape" not in {a.name for a in dc.attribute}
@@ -208,7 +216,10 @@ def test_plugin_in_if_branch_is_converted():
         [helper.make_tensor_value_info("yb", F, ["N", 2, "H", "W"])],
     )
     else_g = helper.make_graph(
-        [helper.make_node("Identity", ["x"], ["ye"])], "else", [], [helper.make_tensor_value_info("ye", F, ["N", 2, "H", "W"])]
+        [helper.make_node("Identity", ["x"], ["ye"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("ye", F, ["N", 2, "H", "W"])],
     )
     graph = helper.make_graph(
         [helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)],
@@ -217,7 +228,9 @@ def test_plugin_in_if_branch_is_converted():
         [helper.make_tensor_value_info("y", F, ["N", 2, "H", "W"])],
         [weight],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16), helper.make_opsetid("dcnconvert", 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 16), helper.make_opsetid("dcnconvert", 1)]
+    )
     std = plugin_model_to_standard(model)
     then_nodes = next(a.g for a in std.graph.node[0].attribute if a.name == "then_branch").node
     assert [n.op_type for n in then_nodes] == ["DeformConv"]
@@ -227,7 +240,9 @@ def test_plugin_in_if_branch_is_converted():
         "offset": rng.standard_normal((1, 18, 4, 4)).astype(np.float32),
         "mask": rng.random((1, 9, 4, 4)).astype(np.float32),
     }
-    np.testing.assert_allclose(_ort(std, feeds)["y"], run_model(model, feeds, backend="reference")["y"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        _ort(std, feeds)["y"], run_model(model, feeds, backend="reference")["y"], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_model_without_plugin_nodes_is_returned_unchanged():
@@ -274,10 +289,45 @@ def test_bad_plugin_node_is_a_model_error():
 
 def test_big_model_path_checks_with_weights_held_aside(monkeypatch):
     """Over the protobuf limit the checker sees a weight-less copy; the result keeps its weights."""
-    import dcnconvert.standard as standard
+    from dcnconvert import standard
 
     monkeypatch.setattr(standard, "_CHECKER_LIMIT_BYTES", 1000)
     model = legacy_opset_model(11)
     std = standard.plugin_model_to_standard(model)
     w_off = next(i for i in std.graph.initializer if i.name == "w_off")
     assert w_off.data_location == onnx.TensorProto.DEFAULT and len(w_off.raw_data) == 54 * 8 * 9 * 4
+
+
+@pytest.mark.parametrize("target", ["dcnconvert", "trt-builtin"])
+def test_to_standard_model_accepts_rewritten_models_of_either_target(target):
+    from dcnconvert import samples
+    from dcnconvert.rewrite import rewrite_model
+
+    original = samples.build(
+        "mmcv.MMCVModulatedDeformConv2d", n=2, group=2, c=4, cout=4, deformable_group=2, seed=31
+    )
+    rewritten, _ = rewrite_model(original, target=target)
+    from_rewritten = plugin_model_to_standard(rewritten)
+    from dcnconvert.standard import to_standard_model
+
+    direct = to_standard_model(rewritten)
+    assert [n.op_type for n in direct.graph.node] == ["DeformConv"]
+    feeds = samples.input_feeds(original, 32)
+    expected = run_model(rewritten, feeds)["y"]
+    for model in (direct, from_rewritten, to_standard_model(original)):
+        got = _ort(model, feeds)["y"]
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * float(np.abs(expected).max()))
+
+
+def test_to_standard_model_without_dcn_returns_a_copy():
+    from dcnconvert.standard import to_standard_model
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", F, [1])],
+        [helper.make_tensor_value_info("y", F, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    std = to_standard_model(model)
+    assert std.SerializeToString() == model.SerializeToString()
