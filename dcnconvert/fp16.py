@@ -2,7 +2,7 @@
 
 TensorRT 11 has no FP16/BF16 builder flags: a network is built in the types its ONNX graph says.
 This module converts a model (plugin nodes included) to the low type before parsing. It is a small
-converter of our own, not onnxconverter-common or ModelOpt AutoCast (see docs/precision.md): the
+converter of our own, not onnxconverter-common or ModelOpt AutoCast, because the
 former breaks single static assignment with ``keep_io_types=True`` when an input has several
 consumers and silently clamps weights to 1e4; the latter needs torch and pins older onnx/onnxruntime.
 
