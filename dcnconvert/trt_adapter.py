@@ -398,6 +398,7 @@ def engine_inputs(trt: Any, engine_path: Path, plugin_libraries: Sequence[Path] 
     Raises:
         BuildError: the engine cannot be deserialized.
     """
+    import numpy as np
     from polygraphy.datatype import DataType
 
     with _polygraphy_errors(f"cannot load the engine {engine_path}",
@@ -409,10 +410,10 @@ def engine_inputs(trt: Any, engine_path: Path, plugin_libraries: Sequence[Path] 
         if engine.get_tensor_mode(name) != trt.TensorIOMode.INPUT:
             continue
         dtype = DataType.from_dtype(engine.get_tensor_dtype(name), source_module="tensorrt")
-        try:
-            np_name = str(DataType.to_dtype(dtype, "numpy").__name__)
-        except Exception:  # noqa: BLE001 - e.g. bfloat16 has no NumPy type
-            np_name = str(dtype)
+        if dtype == DataType.BFLOAT16:  # NumPy has no bfloat16 (Polygraphy's to_dtype would fail loudly)
+            np_name = "bfloat16"
+        else:
+            np_name = np.dtype(DataType.to_dtype(dtype, "numpy")).name
         shape = [int(d) for d in engine.get_tensor_shape(name)]
         profile = None
         if engine.num_optimization_profiles > 0 and any(d < 0 for d in shape):

@@ -191,6 +191,8 @@ def cast_feeds(feeds: Mapping[str, np.ndarray], engine_inputs: Sequence[Mapping[
         if name not in out:
             continue
         try:
+            if dtype == "bfloat16":
+                raise TypeError(dtype)
             np_dtype = np.dtype(dtype)
         except TypeError:
             raise UsageError(f"engine input '{name}' is {dtype}, which NumPy cannot feed",
