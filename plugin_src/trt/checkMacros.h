@@ -50,8 +50,9 @@ void logMessage(nvinfer1::ILogger::Severity severity, std::string const& message
 void reportError(nvinfer1::IErrorRecorder* recorder, nvinfer1::ErrorCode code, std::string const& message) noexcept;
 
 //! Reports the exception caught by a noexcept entry point (DcnError keeps its code; anything else
-//! is kINTERNAL_ERROR). `where` names the method and the layer.
-void reportException(nvinfer1::IErrorRecorder* recorder, std::string const& where, std::exception const& e) noexcept;
+//! is kINTERNAL_ERROR) as "ModulatedDeformConv2d (dcnconvert) layer '<layer>': <method>: <what>".
+void reportException(
+    nvinfer1::IErrorRecorder* recorder, char const* layer, char const* method, std::exception const& e) noexcept;
 
 } // namespace trt
 } // namespace dcnconvert

@@ -357,7 +357,7 @@ nvinfer1::IPluginCapability* DcnPlugin::getCapabilityInterface(nvinfer1::PluginC
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("getCapabilityInterface"), e);
+        reportException(mRecorder, mLayerName.c_str(), "getCapabilityInterface", e);
     }
     return nullptr;
 }
@@ -370,7 +370,7 @@ nvinfer1::IPluginV3* DcnPlugin::clone() noexcept
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("clone"), e);
+        reportException(mRecorder, mLayerName.c_str(), "clone", e);
     }
     return nullptr;
 }
@@ -425,7 +425,7 @@ int32_t DcnPlugin::getOutputDataTypes(
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("getOutputDataTypes"), e);
+        reportException(mRecorder, mLayerName.c_str(), "getOutputDataTypes", e);
     }
     return -1;
 }
@@ -463,7 +463,7 @@ int32_t DcnPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs, Di
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("getOutputShapes"), e);
+        reportException(mRecorder, mLayerName.c_str(), "getOutputShapes", e);
     }
     return -1;
 }
@@ -488,7 +488,7 @@ bool DcnPlugin::supportsFormatCombination(
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("supportsFormatCombination"), e);
+        reportException(mRecorder, mLayerName.c_str(), "supportsFormatCombination", e);
     }
     return false;
 }
@@ -513,7 +513,7 @@ int32_t DcnPlugin::configurePlugin(
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("configurePlugin"), e);
+        reportException(mRecorder, mLayerName.c_str(), "configurePlugin", e);
     }
     return -1;
 }
@@ -562,7 +562,7 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("getWorkspaceSize"), e);
+        reportException(mRecorder, mLayerName.c_str(), "getWorkspaceSize", e);
     }
     return 0;
 }
@@ -639,7 +639,7 @@ int32_t DcnPlugin::onShapeChange(
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("onShapeChange"), e);
+        reportException(mRecorder, mLayerName.c_str(), "onShapeChange", e);
     }
     return -1;
 }
@@ -687,7 +687,7 @@ int32_t DcnPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc c
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("enqueue"), e);
+        reportException(mRecorder, mLayerName.c_str(), "enqueue", e);
     }
     return -1;
 }
@@ -702,7 +702,7 @@ nvinfer1::IPluginV3* DcnPlugin::attachToContext(nvinfer1::IPluginResourceContext
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("attachToContext"), e);
+        reportException(mRecorder, mLayerName.c_str(), "attachToContext", e);
     }
     return nullptr;
 }
@@ -716,7 +716,7 @@ nvinfer1::PluginFieldCollection const* DcnPlugin::getFieldsToSerialize() noexcep
     }
     catch (std::exception const& e)
     {
-        reportException(mRecorder, where("getFieldsToSerialize"), e);
+        reportException(mRecorder, mLayerName.c_str(), "getFieldsToSerialize", e);
     }
     return nullptr;
 }

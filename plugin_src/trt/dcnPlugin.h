@@ -152,7 +152,7 @@ private:
 };
 
 //! The library's one creator instance (never destroyed, so a registry may keep pointing at it).
-DcnPluginCreator& creatorInstance() noexcept;
+DcnPluginCreator& creatorInstance();
 
 } // namespace trt
 } // namespace dcnconvert

@@ -185,27 +185,23 @@ PluginFieldCollection const* DcnPluginCreator::getFieldNames() noexcept
 nvinfer1::IPluginV3* DcnPluginCreator::createPlugin(
     char const* name, PluginFieldCollection const* fc, nvinfer1::TensorRTPhase phase) noexcept
 {
-    std::string const layer = name != nullptr ? name : "";
-    char const* const phaseName = phase == nvinfer1::TensorRTPhase::kBUILD ? "kBUILD"
-        : phase == nvinfer1::TensorRTPhase::kRUNTIME                       ? "kRUNTIME"
-                                                                           : "unknown";
+    char const* const method = phase == nvinfer1::TensorRTPhase::kBUILD ? "createPlugin(kBUILD)"
+        : phase == nvinfer1::TensorRTPhase::kRUNTIME                    ? "createPlugin(kRUNTIME)"
+                                                                        : "createPlugin(unknown phase)";
     try
     {
         DCN_VALIDATE(phase == nvinfer1::TensorRTPhase::kBUILD || phase == nvinfer1::TensorRTPhase::kRUNTIME,
             "unknown TensorRTPhase " << static_cast<int32_t>(phase));
-        return new DcnPlugin(layer, parseFields(fc));
+        return new DcnPlugin(name != nullptr ? name : "", parseFields(fc));
     }
     catch (std::exception const& e)
     {
-        reportException(nullptr,
-            std::string(kDCN_PLUGIN_NAME) + " (" + kDCN_PLUGIN_NAMESPACE + ") creator: createPlugin(layer '" + layer
-                + "', phase " + phaseName + ")",
-            e);
+        reportException(nullptr, name, method, e);
     }
     return nullptr;
 }
 
-DcnPluginCreator& creatorInstance() noexcept
+DcnPluginCreator& creatorInstance()
 {
     // Never destroyed: a plugin registry may still hold the pointer while the process exits.
     static DcnPluginCreator* const instance = new DcnPluginCreator();

@@ -164,13 +164,16 @@ void reportError(nvinfer1::IErrorRecorder* recorder, nvinfer1::ErrorCode code, s
     }
 }
 
-void reportException(nvinfer1::IErrorRecorder* recorder, std::string const& where, std::exception const& e) noexcept
+void reportException(
+    nvinfer1::IErrorRecorder* recorder, char const* layer, char const* method, std::exception const& e) noexcept
 {
     try
     {
         auto const* dcnError = dynamic_cast<DcnError const*>(&e);
         nvinfer1::ErrorCode const code = dcnError != nullptr ? dcnError->code() : nvinfer1::ErrorCode::kINTERNAL_ERROR;
-        reportError(recorder, code, where + ": " + e.what());
+        reportError(recorder, code,
+            std::string(kDCN_PLUGIN_NAME) + " (" + kDCN_PLUGIN_NAMESPACE + ") layer '"
+                + (layer != nullptr ? layer : "") + "': " + method + ": " + e.what());
     }
     catch (...)
     {
@@ -184,9 +187,10 @@ void reportException(nvinfer1::IErrorRecorder* recorder, std::string const& wher
 DCN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators)
 {
     using namespace dcnconvert::trt;
-    static nvinfer1::IPluginCreatorInterface* const creators[] = {&creatorInterface()};
+    nbCreators = 0;
     try
     {
+        static nvinfer1::IPluginCreatorInterface* const creators[] = {&creatorInterface()};
         std::lock_guard<std::mutex> lock(gRegistrationMutex);
         if (gSelfRegistry != nullptr)
         {
@@ -194,12 +198,14 @@ DCN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCrea
             gSelfRegistry->deregisterCreator(creatorInterface());
             gSelfRegistry = nullptr;
         }
+        nbCreators = static_cast<int32_t>(sizeof(creators) / sizeof(creators[0]));
+        return creators;
     }
     catch (...)
     {
+        logMessage(nvinfer1::ILogger::Severity::kERROR, std::string(kDCN_PLUGIN_NAME) + ": getCreators failed");
     }
-    nbCreators = static_cast<int32_t>(sizeof(creators) / sizeof(creators[0]));
-    return creators;
+    return nullptr;
 }
 
 //! For IPluginRegistry::loadLibrary: where this library's log messages go.

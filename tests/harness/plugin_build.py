@@ -1,0 +1,116 @@
+"""Builds the TensorRT plugin and the C++ harness for the tests, once per TensorRT header folder.
+
+Shared by ``tests/test_plugin_harness.py`` and ``tests/test_plugin_contract.py`` (which put this
+folder on ``sys.path`` and ``import plugin_build``). Builds go to ``build/test-plugin/<tag>/`` through ``make -C plugin_src harness`` (the
+same rules as ``make plugin``), for one real architecture plus portable PTX so that the GPU tests run
+on any recent device; ``DCN_TEST_CUDA_ARCHS`` overrides the real architectures.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_SRC = REPO / "plugin_src"
+BUILD_ROOT = REPO / "build" / "test-plugin"
+TEST_ARCHS = os.environ.get("DCN_TEST_CUDA_ARCHS", "sm_90")
+TEST_PTX = "compute_75"
+
+
+@dataclass(frozen=True)
+class Built:
+    """A plugin library and harness built against one header folder."""
+
+    include_dir: Path
+    version: str
+    lib: Path
+    harness: Path
+    log: str
+
+
+class BuildError(RuntimeError):
+    """make failed; the message holds its output."""
+
+
+def nvcc() -> str | None:
+    """Path of nvcc ($NVCC or PATH), or None."""
+    return shutil.which(os.environ.get("NVCC", "nvcc"))
+
+
+def header_version(include_dir: Path) -> str:
+    """'major.minor' from NvInferVersion.h (handles the TRT_*_ENTERPRISE indirection of 10.6+)."""
+    text = (Path(include_dir) / "NvInferVersion.h").read_text(errors="replace")
+    values = dict(re.findall(r"#define\s+(\w+)\s+(\w+)", text))
+
+    def resolve(name: str) -> str:
+        value = values.get(name, "?")
+        return values.get(value, value)
+
+    return f"{resolve('NV_TENSORRT_MAJOR')}.{resolve('NV_TENSORRT_MINOR')}"
+
+
+def _tag(include_dir: Path) -> str:
+    digest = hashlib.sha1(str(Path(include_dir).resolve()).encode()).hexdigest()[:8]
+    return f"trt{header_version(include_dir)}-{digest}"
+
+
+def make(target: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Runs ``make -C plugin_src <target> <args>`` and returns the completed process."""
+    return subprocess.run(
+        ["make", "-C", str(PLUGIN_SRC), target, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def build(include_dir: Path) -> Built:
+    """Builds libdcnconvert_plugin.so and dcn_harness against ``include_dir`` (cached per folder)."""
+    compiler = nvcc()
+    if compiler is None:
+        raise BuildError("nvcc not found on PATH (set NVCC)")
+    out = BUILD_ROOT / _tag(include_dir)
+    proc = make(
+        "harness",
+        f"TENSORRT_INCLUDE_DIR={include_dir}",
+        f"BUILD_DIR={BUILD_ROOT}",
+        f"PLUGIN_BUILD_DIR={out}",
+        f"CUDA_ARCHS={TEST_ARCHS}",
+        f"PTX_ARCH={TEST_PTX}",
+        f"NVCC={compiler}",
+    )
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise BuildError(f"make harness against {include_dir} failed:\n{log}")
+    return Built(
+        include_dir=Path(include_dir),
+        version=header_version(include_dir),
+        lib=out / "libdcnconvert_plugin.so",
+        harness=out / "dcn_harness",
+        log=log,
+    )
+
+
+def run_harness(built: Built, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs ``dcn_harness <args>`` with the plugin library of ``built`` as its first argument."""
+    full_env = dict(os.environ)
+    full_env.pop("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", None)
+    full_env.update(env or {})
+    mode, *rest = args
+    return subprocess.run(
+        [str(built.harness), mode, str(built.lib), *rest],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        check=False,
+    )

@@ -1,0 +1,175 @@
+"""Contract between the Python schema (``dcnconvert/schema.py``) and the C++ plugin.
+
+The identity (name, version, namespace), the fields (names, types, lengths, order) and the input
+order are read out of the C++ source text and compared with the schema; when the plugin can be built
+(TensorRT headers and nvcc present), the library's exported symbols, its dynamic dependencies and the
+fields its creator reports at run time (through the C++ harness) are checked as well.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import trt_header_dirs
+from dcnconvert import schema
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
+import plugin_build as pb  # noqa: E402
+
+TRT_DIR = pb.PLUGIN_SRC / "trt"
+HEADER = (TRT_DIR / "dcnPlugin.h").read_text()
+EXPORTED = {"getCreators", "setLoggerFinder"}
+PLUGIN_FIELD_TYPE_INT32 = 5  # nvinfer1::PluginFieldType::kINT32
+
+
+def _constant(name: str) -> str:
+    match = re.search(rf'constexpr char const\* {name}\{{"([^"]*)"\}};', HEADER)
+    assert match, f"{name} not found in dcnPlugin.h"
+    return match.group(1)
+
+
+def _source_fields() -> list[tuple[str, str, int]]:
+    table = re.search(r"kDCN_FIELDS\[kDCN_NB_FIELDS\] = \{(.*?)\};", HEADER, re.S)
+    assert table, "kDCN_FIELDS table not found in dcnPlugin.h"
+    rows = re.findall(r'\{"(\w+)", nvinfer1::PluginFieldType::k(\w+), (\d+)\}', table.group(1))
+    count = re.search(r"constexpr int32_t kDCN_NB_FIELDS\{(\d+)\};", HEADER)
+    assert count and int(count.group(1)) == len(rows), "kDCN_NB_FIELDS does not match the table"
+    return [(name, kind, int(length)) for name, kind, length in rows]
+
+
+class TestSource:
+    def test_identity_matches_schema(self) -> None:
+        assert _constant("kDCN_PLUGIN_NAME") == schema.PLUGIN_NAME
+        assert _constant("kDCN_PLUGIN_VERSION") == schema.PLUGIN_VERSION
+        assert _constant("kDCN_PLUGIN_NAMESPACE") == schema.PLUGIN_NAMESPACE
+        assert schema.TARGET_DCNCONVERT.plugin_version == _constant("kDCN_PLUGIN_VERSION")
+        assert schema.TARGET_DCNCONVERT.plugin_namespace == _constant("kDCN_PLUGIN_NAMESPACE")
+
+    def test_fields_match_schema(self) -> None:
+        expected = [(name, "INT32", length) for name, length in schema.PLUGIN_FIELDS]
+        assert _source_fields() == expected
+
+    def test_inputs_match_schema(self) -> None:
+        source = (TRT_DIR / "dcnPlugin.cpp").read_text()
+        match = re.search(r"kINPUT_NAMES\[kMAX_INPUTS\] = \{([^}]*)\};", source)
+        assert match, "kINPUT_NAMES not found in dcnPlugin.cpp"
+        assert tuple(re.findall(r'"(\w+)"', match.group(1))) == schema.INPUT_NAMES
+        indices = dict(re.findall(r"constexpr int32_t kIN_(\w+)\{(\d+)\};", HEADER))
+        assert [int(indices[n.upper()]) for n in schema.INPUT_NAMES] == list(range(len(schema.INPUT_NAMES)))
+
+    def test_serialized_fields_use_the_declared_table(self) -> None:
+        """getFieldsToSerialize writes the same names/types/lengths that createPlugin accepts."""
+        source = (TRT_DIR / "dcnPlugin.cpp").read_text()
+        body = source[source.index("void DcnPlugin::buildSerializationFields()"):]
+        body = body[: body.index("\n}\n")]
+        assert "kDCN_FIELDS[i].name, data[i], kDCN_FIELDS[i].type, kDCN_FIELDS[i].length" in body
+
+    def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:
+        source = (TRT_DIR / "registration.cpp").read_text()
+        assert "registerCreator(creatorInterface(), kDCN_PLUGIN_NAMESPACE)" in source
+        exported = set(re.findall(r"^DCN_EXPORT [^\n(]*?\b(\w+)\(", source, re.M))
+        assert exported == EXPORTED
+        mapped = (TRT_DIR / "exports.map").read_text()
+        globals_ = re.search(r"global:(.*?)local:", mapped, re.S)
+        assert globals_ and set(re.findall(r"(\w+);", globals_.group(1))) == EXPORTED
+        assert re.search(r"local:\s*\*;", mapped)
+
+    def test_no_abort_exit_or_assert_in_the_glue(self) -> None:
+        for path in sorted(TRT_DIR.glob("*.[ch]*")):
+            code = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(), flags=re.S)
+            for word in ("abort", "exit", "assert", "terminate"):
+                assert not re.search(rf"\b(?:std::)?{word}\s*\(", code), f"{path.name} calls {word}"
+
+    def test_every_noexcept_function_catches(self) -> None:
+        """Each noexcept function body is a try/catch (preceded by no call), or calls nothing at all."""
+        call = re.compile(r"\b(?!(?:if|for|while|switch|return|sizeof)\b)[A-Za-z_]\w*\s*\(")
+        # Calls only noexcept IErrorRecorder methods (incRefCount/decRefCount).
+        allowed = {"DcnPlugin::setErrorRecorder"}
+        checked = []
+        offenders = []
+        for name in ("dcnPlugin.cpp", "dcnPluginCreator.cpp", "registration.cpp"):
+            code = (TRT_DIR / name).read_text()
+            for match in re.finditer(r"\n(\S[^;{}]*?\)\s*(?:const\s*)?noexcept)\n\{\n(.*?)\n\}\n", code, re.S):
+                signature, body = match.group(1), match.group(2)
+                function = signature.split("(")[0].split()[-1]
+                checked.append(function)
+                lines = [line.strip() for line in body.splitlines() if line.strip()]
+                # Whatever runs before the try (or the whole body without one) must call nothing.
+                before_try = lines[: lines.index("try")] if "try" in lines else lines
+                code_only = re.sub(r'"(?:\\.|[^"\\])*"', '""', "\n".join(before_try))  # drop string literals
+                if function in allowed or not call.search(code_only):
+                    continue
+                offenders.append(f"{name}: {function}")
+        assert len(checked) >= 20, f"the pattern found only {checked}"
+        assert not offenders, f"noexcept functions whose body is not a try/catch: {offenders}"
+
+
+@pytest.fixture(scope="module")
+def built():
+    dirs = trt_header_dirs()
+    if not dirs:
+        pytest.skip("trt_headers: TensorRT headers (NvInfer.h) not found; set TENSORRT_INCLUDE_DIR")
+    if pb.nvcc() is None:
+        pytest.skip("nvcc not found on PATH (set NVCC)")
+    try:
+        return pb.build(dirs[0])
+    except pb.BuildError as exc:
+        pytest.fail(str(exc))
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not found")
+    return path
+
+
+def _libraries(built) -> list[Path]:
+    libs = [built.lib]
+    installed = pb.REPO / "dcnconvert" / "_lib" / "libdcnconvert_plugin.so"
+    if installed.is_file():
+        libs.append(installed)
+    return libs
+
+
+@pytest.mark.trt_headers
+class TestLibrary:
+    def test_exports_only_the_loadlibrary_entry_points(self, built) -> None:
+        nm = _tool("nm")
+        for lib in _libraries(built):
+            out = subprocess.run([nm, "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True)
+            names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+            assert names == EXPORTED, f"{lib}: unexpected exports {sorted(names ^ EXPORTED)}"
+
+    def test_needs_neither_libnvinfer_nor_libcudart(self, built) -> None:
+        nm = _tool("nm")
+        objdump = _tool("objdump")
+        for lib in _libraries(built):
+            undefined = subprocess.run(
+                [nm, "-D", "--undefined-only", str(lib)], capture_output=True, text=True, check=True
+            ).stdout
+            for word in ("nvinfer1", "getPluginRegistry", "cuda"):
+                assert word not in undefined, f"{lib} needs {word} from another library:\n{undefined}"
+            headers = subprocess.run([objdump, "-p", str(lib)], capture_output=True, text=True, check=True).stdout
+            needed = re.findall(r"NEEDED\s+(\S+)", headers)
+            assert needed and not [n for n in needed if "nvinfer" in n or "cudart" in n], needed
+
+    def test_runtime_fields_match_schema(self, built) -> None:
+        proc = pb.run_harness(built, "info")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        lines = proc.stdout.splitlines()
+        info = dict(line.split(" ", 1) for line in lines if not line.startswith("field "))
+        assert info["name"] == schema.PLUGIN_NAME
+        assert info["version"] == schema.PLUGIN_VERSION
+        assert info["namespace"] == schema.PLUGIN_NAMESPACE
+        assert info["creators"] == "1"
+        assert info["interface"] == "PLUGIN CREATOR_V3ONE 1 0"
+        fields = [line.split()[1:] for line in lines if line.startswith("field ")]
+        expected = [[name, str(PLUGIN_FIELD_TYPE_INT32), str(length)] for name, length in schema.PLUGIN_FIELDS]
+        assert fields == expected

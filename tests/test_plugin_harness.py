@@ -1,0 +1,200 @@
+"""The TensorRT plugin driven the way TensorRT drives it (tests/harness/, C++), for every set of
+TensorRT headers found (``TENSORRT_INCLUDE_DIR``, os.pathsep-separated, then the usual folders).
+
+* CPU (marker ``trt_headers``): the glue compiles warning-free against each header set; ``make
+  plugin`` without headers says what is missing; the harness's build/runtime/bad-field checks and the
+  registration scenarios pass; the library loads with ctypes where no TensorRT is loaded.
+* GPU (markers ``trt_headers`` and ``gpu``): enqueue on device buffers for a grid of problems and
+  dtypes; the outputs are compared here with the float64 NumPy reference
+  (``dcnconvert.reference.modulated_deform_conv2d``) on exactly the input bits the GPU consumed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import trt_header_dirs
+from dcnconvert.reference import modulated_deform_conv2d
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
+import plugin_build as pb  # noqa: E402
+
+HEADER_DIRS = trt_header_dirs()
+
+
+def _header_id(path: Path | None) -> str:
+    return "no-headers" if path is None else f"trt{pb.header_version(path)}"
+
+
+@pytest.fixture(scope="module", params=HEADER_DIRS or [None], ids=_header_id)
+def built(request: pytest.FixtureRequest):
+    """The plugin and harness built against one header folder."""
+    include_dir = request.param
+    if include_dir is None:
+        pytest.skip("trt_headers: TensorRT headers (NvInfer.h) not found; set TENSORRT_INCLUDE_DIR")
+    if pb.nvcc() is None:
+        pytest.skip("nvcc not found on PATH (set NVCC): the plugin cannot be compiled here")
+    try:
+        return pb.build(include_dir)
+    except pb.BuildError as exc:
+        pytest.fail(str(exc))
+
+
+def test_make_plugin_without_headers_says_what_is_missing(tmp_path: Path) -> None:
+    empty = tmp_path / "include"
+    empty.mkdir()
+    install = tmp_path / "install"
+    proc = pb.make(
+        "plugin",
+        f"TENSORRT_INCLUDE_DIR={empty}",
+        f"BUILD_DIR={tmp_path / 'build'}",
+        f"PLUGIN_INSTALL_DIR={install}",
+        timeout=120,
+    )
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "TensorRT headers not found: no NvInfer.h in" in err, err
+    assert f"TENSORRT_INCLUDE_DIR={empty}" in err, err
+    assert "make plugin TENSORRT_INCLUDE_DIR=/path/to/TensorRT/include" in err, err
+    assert not install.exists(), "a failed build must not install anything"
+    assert not (tmp_path / "build" / "plugin" / "libdcnconvert_plugin.so").exists()
+
+
+@pytest.mark.trt_headers
+@pytest.mark.parametrize("include_dir", HEADER_DIRS or [None], ids=_header_id)
+def test_glue_compiles_warning_free(include_dir: Path | None, tmp_path: Path) -> None:
+    """Each trt/ source compiles with -Wall -Wextra -Werror (headers as system headers)."""
+    if include_dir is None:
+        pytest.skip("no TensorRT headers")
+    compiler = pb.nvcc()
+    if compiler is None:
+        pytest.skip("nvcc not found on PATH (set NVCC)")
+    sources = sorted((pb.PLUGIN_SRC / "trt").glob("*.cpp"))
+    assert {s.name for s in sources} >= {"dcnPlugin.cpp", "dcnPluginCreator.cpp", "registration.cpp"}
+    for source in sources:
+        proc = subprocess.run(
+            [compiler, "-std=c++17", "-Xcompiler", "-Wall,-Wextra,-Werror", "-isystem", str(include_dir),
+             "-c", str(source), "-o", str(tmp_path / (source.stem + ".o"))],
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        assert proc.returncode == 0, f"{source.name} vs {include_dir}:\n{proc.stdout}{proc.stderr}"
+
+
+@pytest.mark.trt_headers
+class TestHarnessCpu:
+    def test_build_and_runtime_calls(self, built) -> None:
+        proc = pb.run_harness(built, "cpu")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-6000:]
+        summary = [line for line in out.splitlines() if line.startswith("harness cpu")]
+        assert summary and summary[-1].endswith(" 0 failed"), out[-3000:]
+        total = int(summary[-1].split(":")[1].split()[0])
+        assert total >= 200, f"only {total} checks ran"
+        assert "FAIL" not in out
+
+    @pytest.mark.parametrize(
+        ("env", "expect_auto", "stderr_part"),
+        [
+            ({}, 1, ""),
+            ({"DCNCONVERT_PLUGIN_NO_AUTO_REGISTER": "1"}, 0, ""),
+            ({"DCN_FAKE_NO_REGISTRY": "1"}, 0, ""),
+            ({"DCN_FAKE_TRT_MAJOR": "9"}, 0, "not registering with a TensorRT 9 library"),
+        ],
+        ids=["auto", "auto-off", "no-registry", "other-major"],
+    )
+    def test_registration(self, built, env: dict, expect_auto: int, stderr_part: str) -> None:
+        proc = pb.run_harness(built, "registration", str(expect_auto), env=env)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out
+        assert "FAIL" not in proc.stdout
+        assert stderr_part in proc.stderr, proc.stderr
+        if not stderr_part:
+            assert proc.stderr == "", proc.stderr
+
+    def test_ctypes_load_without_tensorrt(self, built) -> None:
+        """ctypes.CDLL (Polygraphy --plugins) works where no TensorRT is loaded: nothing to register
+        with, nothing logged, and getCreators still answers (for loadLibrary)."""
+        code = (
+            "import ctypes, sys\n"
+            f"lib = ctypes.CDLL({str(built.lib)!r})\n"
+            "lib.getCreators.restype = ctypes.c_void_p\n"
+            "lib.getCreators.argtypes = [ctypes.POINTER(ctypes.c_int32)]\n"
+            "n = ctypes.c_int32(-1)\n"
+            "ptr = lib.getCreators(ctypes.byref(n))\n"
+            "first = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_void_p))[0]\n"
+            "print(n.value, bool(ptr), bool(first))\n"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["1", "True", "True"], proc.stdout
+        assert proc.stderr == ""
+
+
+# Tolerances per dtype, relative to the float64 reference computed from the very input bits the GPU
+# read. FP32: accumulation and coordinate rounding only (~1e-5 of the output norm). FP16/BF16: the
+# core computes in FP32, so the error is dominated by rounding the output (half an ulp: 2^-11 for
+# FP16, 2^-8 for BF16, relative) - allowed twice that, elementwise, plus a small absolute term.
+TOLERANCES = {
+    # dtype: (relative L2 bound, elementwise relative bound, elementwise absolute bound / max|ref|)
+    "float32": (1e-5, 1e-4, 1e-5),
+    "float16": (1e-3, 2 * 2.0**-11, 1e-3),
+    "bfloat16": (8e-3, 2 * 2.0**-8, 8e-3),
+}
+
+
+def _read(path: Path, dtype: str, shape: list[int]) -> np.ndarray:
+    raw = path.read_bytes()
+    if dtype == "float32":
+        arr = np.frombuffer(raw, dtype=np.float32)
+    elif dtype == "float16":
+        arr = np.frombuffer(raw, dtype=np.float16)
+    else:
+        bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+        arr = bits.view(np.float32)
+    assert arr.size == int(np.prod(shape)), f"{path.name}: {arr.size} elements, expected shape {shape}"
+    return arr.reshape(shape).astype(np.float64)
+
+
+@pytest.mark.trt_headers
+@pytest.mark.gpu
+def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
+    proc = pb.run_harness(built, "gpu", str(tmp_path), timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "FAIL" not in out
+    manifest = [json.loads(line) for line in (tmp_path / "manifest.jsonl").read_text().splitlines() if line.strip()]
+    assert len(manifest) >= 12, f"only {len(manifest)} cases ran"
+    rows = []
+    failures = []
+    for case in manifest:
+        dtype = case["dtype"]
+        arrays = {k: _read(tmp_path / f, dtype, case["shapes"][k]) for k, f in case["files"].items()}
+        got = arrays.pop("out")
+        ref = modulated_deform_conv2d(
+            arrays["x"], arrays["offset"], arrays["mask"], arrays["weight"], arrays.get("bias"),
+            stride=case["stride"], padding=case["padding"], dilation=case["dilation"],
+            group=case["group"], deformable_group=case["deformable_group"],
+        )
+        assert got.shape == ref.shape
+        finite = bool(np.isfinite(got).all())
+        err = np.abs(got - ref)
+        scale = float(np.abs(ref).max()) or 1.0
+        rel_l2 = float(np.linalg.norm(got - ref) / (np.linalg.norm(ref) or 1.0))
+        l2_bound, rel_bound, abs_bound = TOLERANCES[dtype]
+        elementwise_ok = bool((err <= rel_bound * np.abs(ref) + abs_bound * scale).all())
+        rows.append(
+            f"{case['name']:<24} {dtype:<9} out {str(case['shapes']['out']):<18} max|err| {err.max():.3e} "
+            f"(max|ref| {scale:.3e})  rel L2 {rel_l2:.3e}  bitwise-runtime {case['runtime_bitwise_identical']}"
+        )
+        if not (finite and rel_l2 <= l2_bound and elementwise_ok and case["runtime_bitwise_identical"]):
+            failures.append(rows[-1] + f"  finite {finite} elementwise {elementwise_ok}")
+    print(f"\nTensorRT {built.version} headers, {len(rows)} cases:\n" + "\n".join(rows))
+    assert not failures, "\n".join(failures)
+    dtypes = {c["dtype"] for c in manifest}
+    assert dtypes == {"float32", "float16", "bfloat16"}, dtypes
