@@ -37,6 +37,9 @@ PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_TENSOR_MIN_BYTES = 1024
 #: Offsets in the data file are aligned to this many bytes.
 EXTERNAL_ALIGNMENT = 64
+#: Single-file saves of models at least this large are written tensor by tensor (no whole-model copy);
+#: smaller ones byte-for-byte as ``onnx.save`` writes them.
+STREAM_MIN_BYTES = 64 * 2**20
 #: ``location`` written into data-less tensors of a :func:`skeleton`.
 SKELETON_LOCATION = "__dcnconvert_skeleton__.bin"
 #: Skeletons keep the data of tensors up to this size (shape-like constants that inference reads).
@@ -163,11 +166,32 @@ def _has_typed_data(tensor: onnx.TensorProto) -> bool:
 
 
 def model_size_bytes(model: onnx.ModelProto) -> int:
-    """Serialized size of ``model`` in bytes (an estimate from its tensors when protobuf cannot tell)."""
+    """Serialized size of ``model`` in bytes (within a few bytes per large tensor).
+
+    ``ByteSize()`` of a model with large weights costs two extra copies of them with protobuf's upb
+    backend, so the size is that of a :func:`skeleton` plus the bytes of the tensors it leaves out.
+    """
+    dropped = sum(n for n in (tensor_nbytes(t) for t in model.graph.initializer) if n > SKELETON_KEEP_BYTES)
+    light = skeleton(model) if dropped else model
     try:
-        return model.ByteSize()
+        return light.ByteSize() + dropped
     except (ValueError, OverflowError, MemoryError):  # pragma: no cover - protobuf refuses > 2 GB
         return sum(tensor_nbytes(t) for t in iter_tensors(model))
+
+
+def _inline_chunks(model: onnx.ModelProto) -> Iterator[bytes]:
+    """The encoding of ``model`` in pieces: everything but the initializers, then one per tensor.
+
+    Protobuf merges repeated occurrences of an embedded message field, so the concatenation parses
+    to the same model (initializer order kept) without one ``bytes`` holding all the weights.
+    """
+    head = onnx.ModelProto()
+    _copy_light(model, head, None)
+    yield head.SerializeToString()
+    for tensor in model.graph.initializer:
+        piece = onnx.ModelProto()
+        piece.graph.initializer.add().CopyFrom(tensor)
+        yield piece.SerializeToString()
 
 
 def _temp_path(folder: Path, name: str) -> Path:
@@ -220,20 +244,19 @@ def save_model(
             "the model still refers to external data that was not loaded",
             hint="load it with dcnconvert.onnx_io.load_model, which loads external data",
         )
+    size = model_size_bytes(model)
     if external_data is None:
-        external_data = model_size_bytes(model) > size_limit
+        external_data = size > size_limit
     if external_data:
         return _save_external(model, path, folder)
+    if size > PROTOBUF_LIMIT:
+        raise OutputError(
+            f"the model ({size / 2**30:.1f} GiB) is too large for one ONNX file (protobuf's limit is 2 GiB)",
+            hint="save it with external data (the default chooses it for models over 2 GB)",
+        )
     tmp = _temp_path(folder, path.name)
     try:
-        try:
-            data = model.SerializeToString()
-        except (ValueError, OverflowError) as exc:
-            raise OutputError(
-                f"the model is too large to write as one file ({exc})",
-                hint="save it with external data (the default chooses it for models over 2 GB)",
-            ) from None
-        _write_file(tmp, [data])
+        _write_file(tmp, _inline_chunks(model) if size >= STREAM_MIN_BYTES else [model.SerializeToString()])
         os.replace(tmp, path)
     except OSError as exc:
         _remove_quietly(tmp)
@@ -357,7 +380,7 @@ def _is_repeated(field) -> bool:
 
 
 def _copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
-    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)``."""
+    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)`` (None: none)."""
     for field, value in model.ListFields():
         if field.name == "graph":
             continue
@@ -377,8 +400,9 @@ def _copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
             getattr(graph, field.name).CopyFrom(value)
         else:
             setattr(graph, field.name, value)
-    for tensor in model.graph.initializer:
-        write(tensor, graph.initializer.add())
+    if write is not None:
+        for tensor in model.graph.initializer:
+            write(tensor, graph.initializer.add())
 
 
 def check_skeleton(model: onnx.ModelProto) -> None:

@@ -196,3 +196,31 @@ class TestSkeleton:
         assert onnx_io.tensor_nbytes(model.graph.initializer[0]) == 4096 * 4
         typed = helper.make_tensor("t", onnx.TensorProto.INT64, [3], [1, 2, 3])
         assert onnx_io.tensor_nbytes(typed) == 24
+
+
+class TestStreamedSave:
+    def test_streamed_single_file_parses_to_the_same_model(self, tmp_path, monkeypatch):
+        model = samples.build("mmcv.MMCVModulatedDeformConv2d", c=16, cout=32)
+        model.graph.initializer.append(numpy_helper.from_array(np.arange(5000, dtype=np.float32), "extra"))
+        monkeypatch.setattr(onnx_io, "STREAM_MIN_BYTES", 0)
+        onnx_io.save_model(model, tmp_path / "m.onnx", external_data=False)
+        loaded = onnx_io.load_model(tmp_path / "m.onnx")
+        assert loaded == model
+        assert [t.name for t in loaded.graph.initializer] == ["weight", "bias", "extra"]
+        onnx.checker.check_model(str(tmp_path / "m.onnx"))
+
+    def test_small_models_are_written_as_onnx_save_does(self, tmp_path):
+        model = samples.build("onnx.DeformConv")
+        onnx_io.save_model(model, tmp_path / "m.onnx")
+        onnx.save(model, str(tmp_path / "ref.onnx"))
+        assert (tmp_path / "m.onnx").read_bytes() == (tmp_path / "ref.onnx").read_bytes()
+
+    def test_model_size_estimate(self):
+        for model in (_big_model(), samples.build("onnx.DeformConv"), _big_model(2, 100)):
+            assert abs(onnx_io.model_size_bytes(model) - model.ByteSize()) <= 64 * len(model.graph.initializer)
+
+    def test_too_large_for_one_file(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(onnx_io, "PROTOBUF_LIMIT", 1000)
+        with pytest.raises(OutputError, match="too large for one ONNX file"):
+            onnx_io.save_model(_big_model(), tmp_path / "m.onnx", external_data=False)
+        assert list(tmp_path.iterdir()) == []
