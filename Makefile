@@ -3,7 +3,7 @@ PYTHON ?= python3
 NVCC ?= nvcc
 export PYTHON NVCC
 
-.PHONY: help test test-all samples core plugin harness clean
+.PHONY: help test test-all samples core plugin harness clean lint bench ci
 
 help:
 	@echo "make test      run the test suite (CPU-only tests; GPU/TensorRT tests skip with a reason)"
@@ -11,6 +11,9 @@ help:
 	@echo "make core      build the TensorRT-free CUDA core (build/libdcnconvert_core.so)"
 	@echo "make plugin    build the TensorRT plugin into dcnconvert/_lib/ (needs TensorRT headers)"
 	@echo "make harness   build the C++ harness that drives the plugin as TensorRT does"
+	@echo "make lint      ruff over the package, tests and bench"
+	@echo "make bench     time 'dcnconvert rewrite' on a ~1 GB synthetic model (docs/rewrite_large.md)"
+	@echo "make ci        what CI runs: .ci/run (fresh venv, install, make test)"
 	@echo "make clean     remove build outputs"
 
 test:
@@ -18,6 +21,15 @@ test:
 
 test-all:
 	$(PYTHON) -m pytest -q -m ""
+
+lint:
+	$(PYTHON) -m ruff check dcnconvert tests bench sample_models
+
+bench:
+	$(PYTHON) bench/rewrite_large.py
+
+ci:
+	bash .ci/run
 
 samples:
 	$(PYTHON) sample_models/generate.py

@@ -65,8 +65,14 @@ class DcnGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+
+
 def _report_click_error(exc: click.ClickException, argv: Sequence[str]) -> None:
     ctx = getattr(exc, "ctx", None)
+    if _NO_ARGS_IS_HELP and isinstance(exc, _NO_ARGS_IS_HELP):
+        exc.show()  # the help text, as click prints it
+        return
     click.echo(f"error: {exc.format_message()}", err=True)
     if ctx is not None:
         click.echo(f"hint: {ctx.get_usage()}  (see '{ctx.command_path} --help')", err=True)
@@ -79,7 +85,7 @@ def _report_click_error(exc: click.ClickException, argv: Sequence[str]) -> None:
         click.echo(dumps(result.to_dict()))
 
 
-@click.group(cls=DcnGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="dcnconvert", cls=DcnGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="dcnconvert", message="%(prog)s %(version)s")
 def cli() -> None:
     """Rewrite deformable convolutions in ONNX models into TensorRT plugin nodes.

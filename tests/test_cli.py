@@ -155,6 +155,11 @@ class TestBasics:
         for name in ("inspect", "rewrite", "reference", "convert"):
             assert name in res.stdout
 
+    def test_no_arguments_shows_help(self):
+        res = invoke()
+        assert "Usage: dcnconvert" in res.output and "error:" not in res.output
+        assert res.exit_code in (0, 2)  # click 8.1 exits 0, 8.2+ exits 2
+
     @pytest.mark.parametrize("command", ["inspect", "rewrite", "reference", "convert"])
     def test_common_options_after_the_command(self, command):
         res = invoke(command, "--help")
