@@ -26,10 +26,11 @@ import re
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 from dcnconvert import schema, shapes
 from dcnconvert.errors import OutputError, UsageError
@@ -48,18 +49,18 @@ class BuildOptions:
 
     precision: str = "fp32"
     precision_path: str = "auto"
-    io_precision: Optional[str] = None
-    keep_fp32: Tuple[str, ...] = ()
+    io_precision: str | None = None
+    keep_fp32: tuple[str, ...] = ()
     tf32: bool = False
-    shapes: Tuple[str, ...] = ()
-    min_shapes: Tuple[str, ...] = ()
-    opt_shapes: Tuple[str, ...] = ()
-    max_shapes: Tuple[str, ...] = ()
-    workspace: Optional[int] = None
-    builder_optimization_level: Optional[int] = None
-    timing_cache: Optional[Path] = None
+    shapes: tuple[str, ...] = ()
+    min_shapes: tuple[str, ...] = ()
+    opt_shapes: tuple[str, ...] = ()
+    max_shapes: tuple[str, ...] = ()
+    workspace: int | None = None
+    builder_optimization_level: int | None = None
+    timing_cache: Path | None = None
     target: str = schema.DEFAULT_TARGET
-    plugin_lib: Optional[Path] = None
+    plugin_lib: Path | None = None
     progress: bool = True
 
     def validate(self) -> None:
@@ -79,7 +80,8 @@ class BuildOptions:
             raise UsageError("--io-precision needs --precision fp16 or bf16",
                              hint="an FP32 engine keeps the model's input/output types")
         if self.io_precision not in (None, "fp32", self.precision):
-            raise UsageError(f"--io-precision {self.io_precision} does not match --precision {self.precision}",
+            raise UsageError(f"--io-precision {self.io_precision} does not match "
+                             f"--precision {self.precision}",
                              hint=f"use --io-precision fp32 or {self.precision}")
         if self.precision_path == "builder-flag" and self.io_precision not in (None, "fp32"):
             raise UsageError("--io-precision needs --precision-path graph-cast",
@@ -96,7 +98,8 @@ def parse_size(text: str, option: str = "--workspace") -> int:
     """
     match = _SIZE_RE.match(str(text))
     if not match:
-        raise UsageError(f"{option}: cannot read the size {text!r}", hint=f"write e.g. {option} 1G or {option} 512M")
+        raise UsageError(f"{option}: cannot read the size {text!r}",
+                         hint=f"write e.g. {option} 1G or {option} 512M")
     number, unit = float(match.group(1)), match.group(2).lower()
     value = int(number * 1024 ** "_kmgt".index(unit or "_"))
     if value <= 0:
@@ -104,7 +107,7 @@ def parse_size(text: str, option: str = "--workspace") -> int:
     return value
 
 
-def resolve_precision_path(precision: str, requested: str, api: Any, io_precision: Optional[str] = None) -> str:
+def resolve_precision_path(precision: str, requested: str, api: Any, io_precision: str | None = None) -> str:
     """``none``, ``builder-flag`` or ``graph-cast`` for a precision on a TensorRT version (:class:`TrtApi`).
 
     Raises:
@@ -126,10 +129,10 @@ class Timer:
     """Collects step timings and logs START/FINISH-style lines on stderr."""
 
     def __init__(self) -> None:
-        self.timings: Dict[str, float] = {}
+        self.timings: dict[str, float] = {}
 
     @contextmanager
-    def step(self, name: str, message: Optional[str] = None) -> Iterator[None]:
+    def step(self, name: str, message: str | None = None) -> Iterator[None]:
         if message:
             LOG.info("%s...", message)
         start = time.perf_counter()
@@ -160,13 +163,14 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}", hint="check the folder's permissions") from None
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}",
+                          hint="check the folder's permissions") from None
     finally:
         if tmp.exists():
             tmp.unlink()
 
 
-def check_environment(options: BuildOptions, trt_adapter: Any = None) -> Tuple[Any, Any, Optional[Path]]:
+def check_environment(options: BuildOptions, trt_adapter: Any = None) -> tuple[Any, Any, Path | None]:
     """Fail fast: TensorRT and the plugin library. Returns ``(trt module, TrtApi, plugin library)``.
 
     Raises:
@@ -182,7 +186,7 @@ def check_environment(options: BuildOptions, trt_adapter: Any = None) -> Tuple[A
     return trt, api, library
 
 
-def load_and_rewrite(model_path: Path, target: str, timer: Optional[Timer] = None) -> Tuple[Any, Dict[str, Any]]:
+def load_and_rewrite(model_path: Path, target: str, timer: Timer | None = None) -> tuple[Any, dict[str, Any]]:
     """Load ``model_path`` and rewrite its DCN nodes for ``target`` (no-op if already rewritten).
 
     Returns:
@@ -200,7 +204,7 @@ def load_and_rewrite(model_path: Path, target: str, timer: Optional[Timer] = Non
     return model, info
 
 
-def _keep_sets(model: Any, keep: Tuple[str, ...]) -> Tuple[frozenset, frozenset]:
+def _keep_sets(model: Any, keep: tuple[str, ...]) -> tuple[frozenset, frozenset]:
     from dcnconvert import fp16
 
     ops = {n.op_type for n in model.graph.node}
@@ -208,12 +212,12 @@ def _keep_sets(model: Any, keep: Tuple[str, ...]) -> Tuple[frozenset, frozenset]
     for value in keep:
         if value not in ops and value not in names:
             raise UsageError(f"--keep-fp32 {value!r} is neither an op type nor a node name in the model",
-                             hint="give an op type (e.g. Softmax) or a node name from 'dcnconvert inspect -v'")
+                             hint="give an op type (e.g. Softmax) or a node name of the model")
     return fp16.KEEP_FP32_OPS | {v for v in keep if v in ops}, frozenset(v for v in keep if v in names)
 
 
 def prepare_model(model: Any, options: BuildOptions, precision_path: str,
-                  timer: Optional[Timer] = None) -> Tuple[Any, List[shapes.Profile], Optional[Any]]:
+                  timer: Timer | None = None) -> tuple[Any, list[shapes.Profile], Any | None]:
     """Shapes -> profiles, and the graph cast on the ``graph-cast`` path. Needs no TensorRT.
 
     Returns:
@@ -241,26 +245,33 @@ def prepare_model(model: Any, options: BuildOptions, precision_path: str,
     return model, profiles, cast_report
 
 
-def cast_warnings(cast_report: Any) -> List[str]:
+def cast_warnings(cast_report: Any) -> list[str]:
     """User-facing warnings from a CastReport (clamped weights, ops held in FP32 by their schema)."""
     if cast_report is None:
         return []
     out = []
     if cast_report.clamped_values:
         names = ", ".join(cast_report.clamped_initializers[:5])
-        out.append(f"{cast_report.clamped_values} weight value(s) beyond the FP16 range were clamped to +-65504 "
-                   f"(initializers: {names})")
+        out.append(f"{cast_report.clamped_values} weight value(s) beyond the FP16 range were clamped to "
+                   f"+-65504 (initializers: {names})")
     by_schema = [k for k in cast_report.kept_fp32 if "does not accept" in k["reason"]]
     if by_schema:
         ops = sorted({k["op"] for k in by_schema})
-        out.append(f"{len(by_schema)} node(s) ({', '.join(ops)}) stay FP32 because the model's opset does not "
-                   f"allow {cast_report.precision.upper()} for them; re-export the model at a newer opset "
-                   "(22 for BF16 convolutions) to convert them")
+        out.append(f"{len(by_schema)} node(s) ({', '.join(ops)}) stay FP32 because the model's opset does "
+                   f"not allow {cast_report.precision.upper()} for them; re-export the model at a newer "
+                   "opset (22 for BF16 convolutions) to convert them")
     return out
 
 
-def build_engine(model: Any, output: Path, options: BuildOptions, *, env: Optional[Tuple[Any, Any, Optional[Path]]] = None,
-                 trt_adapter: Any = None, timer: Optional[Timer] = None) -> Dict[str, Any]:
+def build_engine(
+    model: Any,
+    output: Path,
+    options: BuildOptions,
+    *,
+    env: tuple[Any, Any, Path | None] | None = None,
+    trt_adapter: Any = None,
+    timer: Timer | None = None,
+) -> dict[str, Any]:
     """Build an engine from a rewritten model and write it atomically to ``output``.
 
     Args:
@@ -308,7 +319,7 @@ def build_engine(model: Any, output: Path, options: BuildOptions, *, env: Option
                 timing_cache=options.timing_cache, progress=options.progress)
     with timer.step("save", f"Writing {output}"):
         write_bytes_atomic(output, data)
-    outputs: Dict[str, Any] = {"engine": str(output)}
+    outputs: dict[str, Any] = {"engine": str(output)}
     if options.timing_cache is not None and Path(options.timing_cache).is_file():
         outputs["timing_cache"] = str(options.timing_cache)
     return {
@@ -327,6 +338,17 @@ def build_engine(model: Any, output: Path, options: BuildOptions, *, env: Option
     }
 
 
-__all__ = ["BuildOptions", "PRECISIONS", "PRECISION_PATHS", "Timer", "build_engine", "cast_warnings",
-           "check_environment", "load_and_rewrite", "parse_size", "prepare_model", "resolve_precision_path",
-           "write_bytes_atomic"]
+__all__ = [
+    "PRECISIONS",
+    "PRECISION_PATHS",
+    "BuildOptions",
+    "Timer",
+    "build_engine",
+    "cast_warnings",
+    "check_environment",
+    "load_and_rewrite",
+    "parse_size",
+    "prepare_model",
+    "resolve_precision_path",
+    "write_bytes_atomic",
+]

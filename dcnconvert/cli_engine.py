@@ -8,14 +8,23 @@ command; ``convert`` still writes the rewritten model next to the engine path (`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any
 
 import click
 
 from dcnconvert import errors, log
-from dcnconvert.cli_common import (add_output, attach_payload, check_output_path, common_options,
-                                   load_model_timed, rewrite_in_memory, run_command, save_model_timed)
+from dcnconvert.cli_common import (
+    add_output,
+    attach_payload,
+    check_output_path,
+    common_options,
+    load_model_timed,
+    rewrite_in_memory,
+    run_command,
+    save_model_timed,
+)
 from dcnconvert.report import format_summary
 from dcnconvert.schema import DEFAULT_TARGET, TARGETS
 
@@ -25,11 +34,13 @@ _FILE_ARG = click.Path(dir_okay=False, path_type=Path)
 
 
 def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option("--plugin-lib", type=_FILE_ARG, default=None,
-                        help="Plugin library to load instead of the bundled one (also $DCNCONVERT_PLUGIN_LIB).")(func)
-    func = click.option("--target", type=click.Choice(sorted(TARGETS)), default=DEFAULT_TARGET, show_default=True,
-                        help="dcnconvert: the bundled plugin; trt-builtin: TensorRT's own ModulatedDeformConv2d "
-                        "(square stride/padding/dilation only, no library).")(func)
+    func = click.option(
+        "--plugin-lib", type=_FILE_ARG, default=None,
+        help="Plugin library to load instead of the bundled one (also $DCNCONVERT_PLUGIN_LIB).")(func)
+    func = click.option(
+        "--target", type=click.Choice(sorted(TARGETS)), default=DEFAULT_TARGET, show_default=True,
+        help="dcnconvert: the bundled plugin; trt-builtin: TensorRT's own ModulatedDeformConv2d "
+        "(square stride/padding/dilation only, no library).")(func)
     return func
 
 
@@ -40,7 +51,8 @@ def _build_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Tactic timing cache: loaded if it exists, saved (merged) after the build."),
         click.option("--builder-optimization-level", type=click.IntRange(0, 5), default=None,
                      help="TensorRT builder optimization level (0-5; TensorRT's default 3)."),
-        click.option("--workspace", default=None, metavar="SIZE", help="Workspace memory limit, e.g. 1G or 512M."),
+        click.option("--workspace", default=None, metavar="SIZE",
+                     help="Workspace memory limit, e.g. 1G or 512M."),
         click.option("--max-shapes", multiple=True, metavar="NAME:DIMS", help="Largest shapes of a profile."),
         click.option("--opt-shapes", multiple=True, metavar="NAME:DIMS",
                      help="Shapes TensorRT tunes for (default: the max shapes)."),
@@ -52,25 +64,28 @@ def _build_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--keep-fp32", multiple=True, metavar="OP_OR_NODE",
                      help="graph-cast: keep this op type or node name in FP32 (repeatable)."),
         click.option("--io-precision", type=click.Choice(["fp32", "fp16", "bf16"]), default=None,
-                     help="graph-cast: type of the engine's float inputs/outputs (default: as in the model)."),
-        click.option("--precision-path", type=click.Choice(["auto", "builder-flag", "graph-cast"]), default="auto",
-                     show_default=True, help="How FP16/BF16 is obtained: TensorRT 10 builder flags, or casting "
+                     help="graph-cast: type of the engine's float inputs/outputs (default: as in the "
+                     "model)."),
+        click.option("--precision-path", type=click.Choice(["auto", "builder-flag", "graph-cast"]),
+                     default="auto", show_default=True,
+                     help="How FP16/BF16 is obtained: TensorRT 10 builder flags, or casting "
                      "the ONNX graph (the only way on TensorRT 11). auto: flags on 10, graph-cast on 11."),
-        click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
-                     help="Engine precision."),
+        click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32",
+                     show_default=True, help="Engine precision."),
     ]
     for option in options:
         func = option(func)
     return _target_options(func)
 
 
-def _make_build_options(kw: Dict[str, Any]) -> Any:
+def _make_build_options(kw: dict[str, Any]) -> Any:
     from dcnconvert.build import BuildOptions, parse_size
 
     return BuildOptions(
         precision=kw["precision"], precision_path=kw["precision_path"], io_precision=kw["io_precision"],
         keep_fp32=tuple(kw["keep_fp32"]), tf32=kw["tf32"], shapes=tuple(kw["shapes"]),
-        min_shapes=tuple(kw["min_shapes"]), opt_shapes=tuple(kw["opt_shapes"]), max_shapes=tuple(kw["max_shapes"]),
+        min_shapes=tuple(kw["min_shapes"]), opt_shapes=tuple(kw["opt_shapes"]),
+        max_shapes=tuple(kw["max_shapes"]),
         workspace=parse_size(kw["workspace"]) if kw["workspace"] is not None else None,
         builder_optimization_level=kw["builder_optimization_level"], timing_cache=kw["timing_cache"],
         target=kw["target"], plugin_lib=kw["plugin_lib"], progress=not kw["no_progress"])
@@ -82,11 +97,13 @@ def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Print the equivalent polygraphy/trtexec command lines."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs."),
         click.option("--save-outputs", type=_FILE_ARG, default=None,
-                     help="Save the ONNX Runtime reference outputs (Polygraphy RunResults JSON, for --load-outputs)."),
+                     help="Save the ONNX Runtime reference outputs (Polygraphy RunResults JSON, for "
+                     "--load-outputs)."),
         click.option("--save-inputs", type=_FILE_ARG, default=None,
                      help="Save the inputs (Polygraphy JSON, for --load-inputs)."),
         click.option("--inputs", "inputs_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                     default=None, help="Inputs to use: .npz or Polygraphy inputs JSON (default: seeded random)."),
+                     default=None,
+                     help="Inputs to use: .npz or Polygraphy inputs JSON (default: seeded random)."),
         click.option("--rtol", type=float, default=None, help="Relative tolerance (default: per precision)."),
         click.option("--atol", type=float, default=None, help="Absolute tolerance (default: per precision)."),
     ]
@@ -95,7 +112,7 @@ def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _make_verify_options(kw: Dict[str, Any], precision: str, shapes: Tuple[str, ...] = ()) -> Any:
+def _make_verify_options(kw: dict[str, Any], precision: str, shapes: tuple[str, ...] = ()) -> Any:
     from dcnconvert.verify import VerifyOptions
 
     return VerifyOptions(precision=precision, atol=kw["atol"], rtol=kw["rtol"], inputs=kw["inputs_file"],
@@ -104,13 +121,13 @@ def _make_verify_options(kw: Dict[str, Any], precision: str, shapes: Tuple[str, 
                          print_commands=kw["print_commands"])
 
 
-def _check_save_paths(model: Path, kw: Dict[str, Any]) -> None:
+def _check_save_paths(model: Path, kw: dict[str, Any]) -> None:
     for key in ("save_inputs", "save_outputs"):
         if kw.get(key) is not None:
             check_output_path(model, kw[key], "--" + key.replace("_", "-"))
 
 
-def _render_build(result: Dict[str, Any]) -> str:
+def _render_build(result: dict[str, Any]) -> str:
     lines = [format_summary(result)]
     if result.get("precision_path"):
         lines.append(f"precision: {result.get('precision')} ({result['precision_path']}), "
@@ -120,7 +137,7 @@ def _render_build(result: Dict[str, Any]) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _verification_text(result: Dict[str, Any]) -> str:
+def _verification_text(result: dict[str, Any]) -> str:
     from dcnconvert.verify import format_rows
 
     tol = result.get("tolerances") or {}
@@ -130,7 +147,8 @@ def _verification_text(result: Dict[str, Any]) -> str:
     return text
 
 
-def _run_verify(engine: Path, proto: Any, model: Path, vopts: Any, env: Any, json_mode: bool) -> Dict[str, Any]:
+def _run_verify(engine: Path, proto: Any, model: Path, vopts: Any, env: Any,
+                json_mode: bool) -> dict[str, Any]:
     from dcnconvert import verify
 
     try:
@@ -157,7 +175,7 @@ def register(group: click.Group) -> None:
     def build(model: Path, output: Path, json_mode: bool, **kw: Any) -> None:
         """Build a TensorRT engine from MODEL (original or rewritten; DCN nodes are rewritten in memory)."""
 
-        def work() -> Dict[str, Any]:
+        def work() -> dict[str, Any]:
             from dcnconvert import build as build_mod
 
             options = _make_build_options(kw)
@@ -174,28 +192,31 @@ def register(group: click.Group) -> None:
     @click.argument("model", type=_MODEL_ARG)
     @click.option("-o", "--output", type=_OUT_ARG, required=True,
                   help="Engine path; the rewritten model is written next to it with suffix .onnx.")
-    @click.option("--verify", "do_verify", is_flag=True, help="Verify the engine against ONNX Runtime afterwards.")
+    @click.option("--verify", "do_verify", is_flag=True,
+                  help="Verify the engine against ONNX Runtime afterwards.")
     @_verify_options
     @_build_options
     @common_options
     def convert(model: Path, output: Path, do_verify: bool, json_mode: bool, **kw: Any) -> None:
-        """Rewrite MODEL's DCN nodes, write the rewritten ONNX (OUTPUT with suffix .onnx) and build the engine.
+        """Rewrite MODEL, write the rewritten ONNX (OUTPUT with suffix .onnx) and build the engine.
 
         The rewritten model is always written first (it is what polygraphy/trtexec parse). With --verify
         the engine is then compared with ONNX Runtime on the original model (exit 3 on a mismatch).
         Without TensorRT the rewritten model is still written, and the exit code is 4.
         """
 
-        def work() -> Dict[str, Any]:
+        def work() -> dict[str, Any]:
             from dcnconvert import build as build_mod
 
             options = _make_build_options(kw)
             options.validate()
             onnx_out = output.with_suffix(".onnx")
             if onnx_out == output:
-                raise errors.UsageError(f"-o {output} names an ONNX file; convert writes an engine and puts the "
-                                        f"rewritten model next to it", hint="use -o model.engine (writes model.onnx "
-                                        "too), or 'dcnconvert rewrite' for the ONNX alone")
+                raise errors.UsageError(
+                    f"-o {output} names an ONNX file; convert writes an engine and puts the rewritten model "
+                    "next to it",
+                    hint="use -o model.engine (writes model.onnx too), or 'dcnconvert rewrite' for the "
+                    "ONNX alone")
             check_output_path(model, output)
             check_output_path(model, onnx_out)
             _check_save_paths(model, kw)
@@ -204,7 +225,8 @@ def register(group: click.Group) -> None:
             try:
                 env = build_mod.check_environment(options)
             except errors.MissingDependencyError as exc:
-                exc.message = f"{exc.message}; the rewritten model was written to {onnx_out}, the engine was not built"
+                exc.message = (f"{exc.message}; the rewritten model was written to {onnx_out}, "
+                               "the engine was not built")
                 raise attach_payload(exc, payload)
             payload.update(build_mod.build_engine(proto, output, options, env=env))
             add_output("engine", str(output))
@@ -222,14 +244,14 @@ def register(group: click.Group) -> None:
     @click.argument("engine", type=click.Path(exists=True, dir_okay=False, path_type=Path))
     @click.option("--model", "model", type=_MODEL_ARG, required=True,
                   help="The original ONNX model (any DCN form) the engine was built from.")
-    @click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32", show_default=True,
-                  help="The engine's precision; selects the default tolerances.")
+    @click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32",
+                  show_default=True, help="The engine's precision; selects the default tolerances.")
     @click.option("--shapes", multiple=True, metavar="NAME:DIMS",
                   help="Input shapes for dynamic inputs (default: the engine's profile-0 opt shapes).")
     @_verify_options
     @_target_options
     @common_options
-    def verify(engine: Path, model: Path, precision: str, shapes: Tuple[str, ...], json_mode: bool,
+    def verify(engine: Path, model: Path, precision: str, shapes: tuple[str, ...], json_mode: bool,
                **kw: Any) -> None:
         """Compare ENGINE with the original MODEL run in ONNX Runtime on the same inputs (exit 3 on mismatch).
 
@@ -237,14 +259,15 @@ def register(group: click.Group) -> None:
         fp16 1e-2/1e-2, bf16 5e-2/5e-2.
         """
 
-        def work() -> Dict[str, Any]:
+        def work() -> dict[str, Any]:
             from dcnconvert import build as build_mod
             from dcnconvert import verify as verify_mod
 
             vopts = _make_verify_options(kw, precision, shapes)
             verify_mod.tolerances(precision, vopts.atol, vopts.rtol)
             _check_save_paths(model, kw)
-            env = build_mod.check_environment(build_mod.BuildOptions(target=vopts.target, plugin_lib=vopts.plugin_lib))
+            needs = build_mod.BuildOptions(target=vopts.target, plugin_lib=vopts.plugin_lib)
+            env = build_mod.check_environment(needs)
             proto = load_model_timed(model)
             payload = _run_verify(engine, proto, model, vopts, env, json_mode)
             return payload
@@ -255,10 +278,10 @@ def register(group: click.Group) -> None:
     @group.command("plugin-path")
     @click.option("--plugin-lib", type=_FILE_ARG, default=None, help="Check this library instead.")
     @common_options
-    def plugin_path(plugin_lib: Optional[Path], json_mode: bool) -> None:
+    def plugin_path(plugin_lib: Path | None, json_mode: bool) -> None:
         """Print the path of the plugin library (for polygraphy --plugins / trtexec --staticPlugins)."""
 
-        def work() -> Dict[str, Any]:
+        def work() -> dict[str, Any]:
             from dcnconvert import plugin_lib as plugin_lib_mod
 
             path = plugin_lib_mod.find_plugin_library(plugin_lib)

@@ -26,8 +26,8 @@ How it works:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 import onnx
@@ -37,20 +37,21 @@ from dcnconvert import schema
 from dcnconvert.errors import ModelError, UnsupportedNodeError, UsageError
 
 __all__ = [
-    "LOW_TYPES",
     "KEEP_FP32_OPS",
+    "LOW_TYPES",
     "CastReport",
+    "bf16_bits_to_float",
     "cast_model",
     "float_to_bf16_bits",
-    "bf16_bits_to_float",
     "to_fp16_clamped",
 ]
 
 FLOAT = TensorProto.FLOAT
 #: ``--precision`` / ``--io-precision`` names -> ONNX element types.
-LOW_TYPES: Dict[str, int] = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
-_IO_TYPES: Dict[str, int] = {"fp32": FLOAT, **LOW_TYPES}
-_TYPE_STR = {FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)", TensorProto.BFLOAT16: "tensor(bfloat16)"}
+LOW_TYPES: dict[str, int] = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
+_IO_TYPES: dict[str, int] = {"fp32": FLOAT, **LOW_TYPES}
+_TYPE_STR = {FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
+             TensorProto.BFLOAT16: "tensor(bfloat16)"}
 _SUFFIX = {FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
 FP16_MAX = 65504.0
 #: Default-domain opset from which ``Cast`` accepts bfloat16 (older models are converted up to it).
@@ -86,13 +87,13 @@ class CastReport:
     precision: str
     io_precision: str
     low_nodes: int = 0
-    kept_fp32: List[Dict[str, str]] = field(default_factory=list)
+    kept_fp32: list[dict[str, str]] = field(default_factory=list)
     casts_inserted: int = 0
     converted_initializers: int = 0
     clamped_values: int = 0
-    clamped_initializers: List[str] = field(default_factory=list)
+    clamped_initializers: list[str] = field(default_factory=list)
     plugin_nodes: int = 0
-    opset: List[int] = field(default_factory=list)
+    opset: list[int] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -120,7 +121,7 @@ def bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
-def to_fp16_clamped(values: np.ndarray) -> Tuple[np.ndarray, int]:
+def to_fp16_clamped(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Convert to float16, clamping finite values beyond +-65504; returns ``(array, n_clamped)``."""
     f32 = np.asarray(values, dtype=np.float32)
     over = np.isfinite(f32) & (np.abs(f32) > FP16_MAX)
@@ -130,7 +131,7 @@ def to_fp16_clamped(values: np.ndarray) -> Tuple[np.ndarray, int]:
     return f32.astype(np.float16), n
 
 
-def _low_tensor(array: np.ndarray, name: str, low: int) -> Tuple[TensorProto, int]:
+def _low_tensor(array: np.ndarray, name: str, low: int) -> tuple[TensorProto, int]:
     """A TensorProto of type ``low`` holding ``array`` (float32); returns ``(tensor, n_clamped)``."""
     if low == TensorProto.FLOAT16:
         arr16, n = to_fp16_clamped(array)
@@ -146,7 +147,7 @@ def _low_tensor(array: np.ndarray, name: str, low: int) -> Tuple[TensorProto, in
 # ----------------------------------------------------------------------------------------------
 
 
-def _opset(model: onnx.ModelProto, domain: str) -> Optional[int]:
+def _opset(model: onnx.ModelProto, domain: str) -> int | None:
     for imp in model.opset_import:
         if imp.domain == domain or (domain == "" and imp.domain == "ai.onnx"):
             return int(imp.version)
@@ -163,7 +164,7 @@ def _schema(node: onnx.NodeProto, model: onnx.ModelProto):
         return None
 
 
-def _infer_types(model: onnx.ModelProto) -> Dict[str, int]:
+def _infer_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element type of every tensor that ONNX inference (plus the custom-node rule) can type."""
     skel = onnx.ModelProto()
     skel.ir_version = model.ir_version
@@ -179,7 +180,24 @@ def _infer_types(model: onnx.ModelProto) -> Dict[str, int]:
         if init.name not in declared:
             g.input.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
     custom = [n for n in model.graph.node if _schema(n, model) is None]
-    types: Dict[str, int] = {}
+    declared_types = {vi.name: vi for vi in g.value_info}
+    seeded: dict[str, onnx.ValueInfoProto] = {}
+
+    def seed(name: str, elem_type: int) -> None:
+        if name in declared_types:
+            return
+        if name not in seeded:
+            seeded[name] = g.value_info.add()
+            seeded[name].name = name
+        seeded[name].type.tensor_type.elem_type = elem_type
+
+    # our plugin computes in the type of x; in an FP32 model that is FLOAT, so one pass usually suffices
+    for node in custom:
+        if _is_plugin(node):
+            for out in node.output:
+                if out:
+                    seed(out, FLOAT)
+    types: dict[str, int] = {}
     for _ in range(len(custom) + 2):
         inferred = onnx.shape_inference.infer_shapes(skel, check_type=False, strict_mode=False)
         types = {}
@@ -190,8 +208,8 @@ def _infer_types(model: onnx.ModelProto) -> Dict[str, int]:
         for node in custom:
             src = types.get(node.input[0]) if node.input and node.input[0] else None
             for out in node.output:
-                if out and src and types.get(out) != src:
-                    g.value_info.append(helper.make_tensor_value_info(out, src, None))
+                if out and src and types.get(out) != src and out not in declared_types:
+                    seed(out, src)
                     types[out] = src
                     changed = True
         if not changed:
@@ -225,10 +243,10 @@ class _Plan:
     def __init__(self, model, types, low, keep_ops, keep_nodes):
         self.model, self.types, self.low = model, types, low
         self.keep_ops, self.keep_nodes = keep_ops, keep_nodes
-        self.kept: List[Dict[str, str]] = []
-        self.needs: Dict[Tuple[int, int], Optional[int]] = {}
-        self.out_types: Dict[str, int] = {}
-        self.low_index: Set[int] = set()
+        self.kept: list[dict[str, str]] = []
+        self.needs: dict[tuple[int, int], int | None] = {}
+        self.out_types: dict[str, int] = {}
+        self.low_index: set[int] = set()
 
     def is_float(self, name: str) -> bool:
         return bool(name) and self.types.get(name) == FLOAT
@@ -258,15 +276,15 @@ class _Plan:
             return self.keep(index, node, "shape arithmetic")
         op_schema = _schema(node, self.model)
         if op_schema is None:
-            return self.keep(index, node, f"custom op {node.domain}::{node.op_type} (its plugin's types are unknown)")
+            return self.keep(index, node, f"custom op {node.domain}::{node.op_type} (its types are unknown)")
         if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
             raise UnsupportedNodeError(
                 f"{node.op_type} node with a subgraph cannot be cast to a low precision", node=node.name,
-                hint="build with --precision fp32, or convert the model to FP16 beforehand (e.g. ModelOpt AutoCast)",
+                hint="build with --precision fp32, or convert the model beforehand (e.g. ModelOpt AutoCast)",
             )
         allowed = {c.type_param_str: set(c.allowed_type_strs) for c in op_schema.type_constraints}
-        groups: Dict[str, Tuple[List[int], List[str]]] = {}
-        needs: Dict[int, Optional[int]] = {}
+        groups: dict[str, tuple[list[int], list[str]]] = {}
+        needs: dict[int, int | None] = {}
         for j in floats_in:
             param = _formal(op_schema.inputs, j)
             type_str = param.type_str if param is not None else "tensor(float)"
@@ -295,8 +313,8 @@ class _Plan:
                 outs_low.extend(outs)
             else:
                 opset = _opset(self.model, node.domain)
-                return self.keep(index, node, f"ONNX {node.op_type} at opset {opset} does not accept {low_str} "
-                                              f"(schema version {op_schema.since_version})")
+                why = f"ONNX {node.op_type} at opset {opset} does not accept {low_str}"
+                return self.keep(index, node, f"{why} (schema version {op_schema.since_version})")
         if any(not ins for ins, outs in groups.values() if outs) and not _output_attr(node):
             return self.keep(index, node, "output type set by an attribute that is not converted")
         for name in out_fixed:
@@ -312,13 +330,15 @@ class _Plan:
 
 
 def _output_attr(node: onnx.NodeProto) -> bool:
-    return any(a.name in ("to", "dtype", "value") for a in node.attribute) or node.op_type == "ConstantOfShape"
+    if node.op_type == "ConstantOfShape":
+        return True
+    return any(a.name in ("to", "dtype", "value") for a in node.attribute)
 
 
-def _shape_arith(graph: onnx.GraphProto) -> Set[int]:
+def _shape_arith(graph: onnx.GraphProto) -> set[int]:
     """Indices of nodes doing float math on values derived from tensor shapes."""
     constant = {init.name for init in graph.initializer}
-    derived: Set[str] = set()
+    derived: set[str] = set()
     result = set()
     for index, node in enumerate(graph.node):
         if node.op_type == "Constant":
@@ -331,7 +351,8 @@ def _shape_arith(graph: onnx.GraphProto) -> Set[int]:
         values = [n for j, n in enumerate(node.input) if n and (picks is None or j in picks)]
         if values and all(n in constant for n in node.input if n):
             constant.update(node.output)
-        elif values and any(n in derived for n in values) and all(n in derived or n in constant for n in values):
+        elif (values and any(n in derived for n in values)
+              and all(n in derived or n in constant for n in values)):
             derived.update(node.output)
             result.add(index)
     return result
@@ -341,10 +362,10 @@ def cast_model(
     model: onnx.ModelProto,
     precision: str,
     *,
-    io_precision: Optional[str] = None,
+    io_precision: str | None = None,
     keep_fp32_ops: Iterable[str] = KEEP_FP32_OPS,
     keep_fp32_nodes: Iterable[str] = (),
-) -> Tuple[onnx.ModelProto, CastReport]:
+) -> tuple[onnx.ModelProto, CastReport]:
     """Return a copy of ``model`` computing in ``precision`` (``"fp16"`` or ``"bf16"``).
 
     Args:
@@ -363,7 +384,8 @@ def cast_model(
     if precision not in LOW_TYPES:
         raise UsageError(f"cannot cast a graph to {precision!r}", hint=f"use one of {', '.join(LOW_TYPES)}")
     if io_precision not in (None, *_IO_TYPES):
-        raise UsageError(f"unknown --io-precision {io_precision!r}", hint=f"use one of {', '.join(_IO_TYPES)}")
+        raise UsageError(f"unknown --io-precision {io_precision!r}",
+                         hint=f"use one of {', '.join(_IO_TYPES)}")
     low = LOW_TYPES[precision]
     io_type = _IO_TYPES[io_precision or "fp32"]
     out = onnx.ModelProto()
@@ -385,7 +407,7 @@ def cast_model(
                         opset=[opset_before, _opset(out, "") or 0])
 
     # homes of source tensors: graph inputs (io type), initializers and Constants (low if wanted)
-    consumers_need: Dict[str, Set[Optional[int]]] = {}
+    consumers_need: dict[str, set[int | None]] = {}
     for index, node in enumerate(graph.node):
         for j, name in enumerate(node.input):
             if plan.is_float(name):
@@ -393,7 +415,7 @@ def cast_model(
     graph_outputs = [o.name for o in graph.output if plan.is_float(o.name)]
     for name in graph_outputs:
         consumers_need.setdefault(name, set()).add(io_type)
-    home: Dict[str, int] = dict(plan.out_types)
+    home: dict[str, int] = dict(plan.out_types)
     initializer_names = {i.name for i in graph.initializer}
     for vi in graph.input:
         if plan.is_float(vi.name) and vi.name not in initializer_names:
@@ -411,7 +433,7 @@ def cast_model(
         _convert_attrs(graph.node[index], low)
 
     # graph outputs whose home differs from the io type: rename the producer's tensor, cast back
-    final_casts: List[Tuple[str, onnx.NodeProto]] = []
+    final_casts: list[tuple[str, onnx.NodeProto]] = []
     taken = _all_names(graph)
     for name in graph_outputs:
         if home.get(name, FLOAT) == io_type:
@@ -424,8 +446,8 @@ def cast_model(
         home[name] = io_type
 
     # casts where a consumer needs another type than the tensor's home (one per tensor and type)
-    made: Dict[Tuple[str, int], str] = {(inner, io_type): cast.output[0] for inner, cast in final_casts}
-    after: Dict[str, List[onnx.NodeProto]] = {}
+    made: dict[tuple[str, int], str] = {(inner, io_type): cast.output[0] for inner, cast in final_casts}
+    after: dict[str, list[onnx.NodeProto]] = {}
     for inner, cast in final_casts:
         after.setdefault(inner, []).append(cast)
     for index, node in enumerate(graph.node):
@@ -439,12 +461,13 @@ def cast_model(
             key = (name, need)
             if key not in made:
                 made[key] = _unique(f"{name}__{_SUFFIX[need]}", taken)
-                cast = helper.make_node("Cast", [name], [made[key]], to=need, name=_unique(f"{made[key]}__cast", taken))
+                cast = helper.make_node("Cast", [name], [made[key]], to=need,
+                                        name=_unique(f"{made[key]}__cast", taken))
                 after.setdefault(name, []).append(cast)
             node.input[j] = made[key]
     report.casts_inserted = len(made)
 
-    nodes: List[onnx.NodeProto] = []
+    nodes: list[onnx.NodeProto] = []
     produced = {o for n in graph.node for o in n.output}
     for name in list(after):
         if name not in produced:
@@ -463,7 +486,7 @@ def cast_model(
     return out, report
 
 
-def _convert_sources(graph: onnx.GraphProto, home: Dict[str, int], low: int, report: CastReport) -> None:
+def _convert_sources(graph: onnx.GraphProto, home: dict[str, int], low: int, report: CastReport) -> None:
     for i, init in enumerate(graph.initializer):
         if init.data_type != FLOAT or home.get(init.name) != low:
             continue
@@ -501,11 +524,12 @@ def _convert_attrs(node: onnx.NodeProto, low: int) -> None:
         elif attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == FLOAT:
             attr.t.CopyFrom(_low_tensor(numpy_helper.to_array(attr.t), attr.t.name, low)[0])
     if node.op_type == "ConstantOfShape" and not any(a.name == "value" for a in node.attribute):
-        node.attribute.append(helper.make_attribute("value", _low_tensor(np.zeros(1, np.float32), "", low)[0]))
+        zero = _low_tensor(np.zeros(1, np.float32), "", low)[0]
+        node.attribute.append(helper.make_attribute("value", zero))
 
 
-def _all_names(graph: onnx.GraphProto) -> Set[str]:
-    names = {i.name for i in graph.initializer} | {v.name for v in graph.input} | {v.name for v in graph.output}
+def _all_names(graph: onnx.GraphProto) -> set[str]:
+    names = {i.name for i in graph.initializer} | {v.name for v in list(graph.input) + list(graph.output)}
     for node in graph.node:
         names.update(node.input)
         names.update(node.output)
@@ -514,7 +538,7 @@ def _all_names(graph: onnx.GraphProto) -> Set[str]:
     return names
 
 
-def _unique(base: str, taken: Set[str]) -> str:
+def _unique(base: str, taken: set[str]) -> str:
     name, k = base, 1
     while name in taken:
         name, k = f"{base}_{k}", k + 1

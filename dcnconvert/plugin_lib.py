@@ -16,12 +16,13 @@ from __future__ import annotations
 import importlib.resources
 import os
 from pathlib import Path
-from typing import Optional, Union
+from typing import Union
 
 from dcnconvert import schema
 from dcnconvert.errors import PluginLoadError
 
-__all__ = ["LIB_NAME", "ENV_VAR", "MAKE_HINT", "bundled_path", "find_plugin_library", "plugin_library_for_target"]
+__all__ = ["ENV_VAR", "LIB_NAME", "MAKE_HINT", "bundled_path", "find_plugin_library",
+           "plugin_library_for_target"]
 
 LIB_NAME = "libdcnconvert_plugin.so"
 ENV_VAR = "DCNCONVERT_PLUGIN_LIB"
@@ -49,7 +50,7 @@ def _existing(path: Path, origin: str) -> Path:
     return path.resolve()
 
 
-def find_plugin_library(override: Optional[PathLike] = None) -> Path:
+def find_plugin_library(override: PathLike | None = None) -> Path:
     """The plugin library to load: ``override``, else ``$DCNCONVERT_PLUGIN_LIB``, else the bundled one.
 
     Raises:
@@ -66,7 +67,7 @@ def find_plugin_library(override: Optional[PathLike] = None) -> Path:
     return path
 
 
-def plugin_library_for_target(target: Union[str, schema.Target], override: Optional[PathLike] = None) -> Optional[Path]:
+def plugin_library_for_target(target: str | schema.Target, override: PathLike | None = None) -> Path | None:
     """The library a target needs: ours for ``dcnconvert``; none for ``trt-builtin`` unless given.
 
     Raises:

@@ -21,24 +21,24 @@ those inputs with their dimensions. Nothing here imports TensorRT.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from dcnconvert.errors import UsageError
 
 __all__ = [
     "InputInfo",
     "Profile",
+    "build_profiles",
+    "concrete_shapes",
+    "format_dims",
     "model_inputs",
     "parse_dims",
     "parse_shape_values",
-    "build_profiles",
-    "format_dims",
-    "concrete_shapes",
 ]
 
-Dim = Union[int, str, None]
-Shape = Tuple[int, ...]
+Dim = int | str | None
+Shape = tuple[int, ...]
 
 _DIMS_RE = re.compile(r"^\s*\[?\s*([0-9x,\s]*)\s*\]?\s*$")
 
@@ -48,7 +48,7 @@ class InputInfo:
     """A graph input: name, dims (``int`` fixed, ``str`` symbolic, ``None`` unknown), ONNX elem type."""
 
     name: str
-    dims: Tuple[Dim, ...]
+    dims: tuple[Dim, ...]
     elem_type: int = 1
 
     @property
@@ -57,7 +57,7 @@ class InputInfo:
         return any(not isinstance(d, int) or d < 0 for d in self.dims)
 
     @property
-    def static_shape(self) -> Optional[Shape]:
+    def static_shape(self) -> Shape | None:
         """The shape when it is fully fixed, else ``None``."""
         return None if self.is_dynamic else tuple(int(d) for d in self.dims)  # type: ignore[arg-type]
 
@@ -66,9 +66,9 @@ class InputInfo:
 class Profile:
     """One optimization profile: ``name -> (min, opt, max)`` shapes for the inputs it covers."""
 
-    shapes: Dict[str, Tuple[Shape, Shape, Shape]] = field(default_factory=dict)
+    shapes: dict[str, tuple[Shape, Shape, Shape]] = field(default_factory=dict)
 
-    def to_dict(self) -> Dict[str, Dict[str, List[int]]]:
+    def to_dict(self) -> dict[str, dict[str, list[int]]]:
         """JSON-ready ``{name: {"min": [...], "opt": [...], "max": [...]}}``."""
         return {
             name: {"min": list(mn), "opt": list(op), "max": list(mx)}
@@ -89,7 +89,7 @@ def format_dims(dims: Sequence[Dim]) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def model_inputs(model) -> List[InputInfo]:
+def model_inputs(model) -> list[InputInfo]:
     """The real inputs of an ONNX model (graph inputs that are not initializers), in order.
 
     Args:
@@ -101,7 +101,7 @@ def model_inputs(model) -> List[InputInfo]:
         if value.name in initializers:
             continue
         tensor_type = value.type.tensor_type
-        dims: List[Dim] = []
+        dims: list[Dim] = []
         if tensor_type.HasField("shape"):
             for d in tensor_type.shape.dim:
                 if d.HasField("dim_value") and d.dim_value >= 0:
@@ -131,7 +131,7 @@ def parse_dims(text: str, option: str = "--shapes", name: str = "") -> Shape:
     return tuple(int(t) for t in items)
 
 
-def parse_shape_values(values: Iterable[str], option: str) -> List[Dict[str, Shape]]:
+def parse_shape_values(values: Iterable[str], option: str) -> list[dict[str, Shape]]:
     """Parse the repeated values of one shape option into a list of profiles (``name -> shape``).
 
     A name seen again starts the next profile.
@@ -139,7 +139,7 @@ def parse_shape_values(values: Iterable[str], option: str) -> List[Dict[str, Sha
     Raises:
         UsageError: an entry without ``NAME:`` or with bad dimensions.
     """
-    profiles: List[Dict[str, Shape]] = []
+    profiles: list[dict[str, Shape]] = []
     for value in values:
         value = re.sub(r"\s*,\s*", ",", value)
         value = re.sub(r"\[\s+", "[", re.sub(r"\s+\]", "]", value))
@@ -173,7 +173,7 @@ def _check_against_input(info: InputInfo, shape: Shape, option: str) -> None:
             )
 
 
-def _check_names(given: Iterable[str], inputs: Dict[str, InputInfo], option: str) -> None:
+def _check_names(given: Iterable[str], inputs: dict[str, InputInfo], option: str) -> None:
     for name in given:
         if name not in inputs:
             listing = ", ".join(f"{i.name} {format_dims(i.dims)}" for i in inputs.values()) or "(none)"
@@ -183,7 +183,7 @@ def _check_names(given: Iterable[str], inputs: Dict[str, InputInfo], option: str
             )
 
 
-def _missing_error(missing: List[InputInfo], profile_index: Optional[int]) -> UsageError:
+def _missing_error(missing: list[InputInfo], profile_index: int | None) -> UsageError:
     listing = "; ".join(f"{i.name} {format_dims(i.dims)}" for i in missing)
     example = " ".join(
         f"{i.name}:" + "x".join(str(d) if isinstance(d, int) and d >= 0 else "N" for d in i.dims)
@@ -203,7 +203,7 @@ def build_profiles(
     min_shapes: Iterable[str] = (),
     opt_shapes: Iterable[str] = (),
     max_shapes: Iterable[str] = (),
-) -> List[Profile]:
+) -> list[Profile]:
     """Turn the shape options into optimization profiles for ``inputs``.
 
     Args:
@@ -260,7 +260,7 @@ def build_profiles(
             hint="each profile needs a min, opt and max shape for every input it names",
         )
 
-    profiles: List[Profile] = []
+    profiles: list[Profile] = []
     for index, (mn, op, mx) in enumerate(zip(mins, opts, maxs)):
         if not (set(mn) == set(op) == set(mx)):
             raise UsageError(
@@ -276,12 +276,14 @@ def build_profiles(
                     hint="use one of the two for each input",
                 )
             info = by_name[name]
-            for option, shape in (("--min-shapes", mn[name]), ("--opt-shapes", op[name]), ("--max-shapes", mx[name])):
+            for option, shape in (("--min-shapes", mn[name]), ("--opt-shapes", op[name]),
+                                  ("--max-shapes", mx[name])):
                 _check_against_input(info, shape, option)
             lo, mid, hi = mn[name], op[name], mx[name]
             if any(a > b for a, b in zip(lo, mid)) or any(a > b for a, b in zip(mid, hi)):
                 raise UsageError(
-                    f"optimization profile {index}: input '{name}' needs min <= opt <= max in every dimension, "
+                    f"optimization profile {index}: input '{name}' needs min <= opt <= max in every "
+                    f"dimension, "
                     f"got min {list(lo)}, opt {list(mid)}, max {list(hi)}",
                     hint="check the order of --min-shapes, --opt-shapes and --max-shapes",
                 )
@@ -308,15 +310,16 @@ def build_profiles(
             raise _missing_error(missing, index if len(profiles) > 1 else None)
         for name, (lo, _mid, _hi) in prof.shapes.items():
             if any(d < 0 for d in lo):
-                raise UsageError(f"input '{name}': negative dimension in {list(lo)}", hint="dimensions are >= 0")
+                raise UsageError(f"input '{name}': negative dimension in {list(lo)}",
+                                 hint="dimensions are >= 0")
     return profiles
 
 
 def concrete_shapes(
     inputs: Sequence[InputInfo],
     profiles: Sequence[Profile] = (),
-    engine_shapes: Optional[Dict[str, Shape]] = None,
-) -> Dict[str, Shape]:
+    engine_shapes: dict[str, Shape] | None = None,
+) -> dict[str, Shape]:
     """One concrete shape per input, to generate data: the static shape, else profile 0's opt shape.
 
     Args:
@@ -328,7 +331,7 @@ def concrete_shapes(
     Raises:
         UsageError: a dynamic input has no shape from any source.
     """
-    out: Dict[str, Shape] = {}
+    out: dict[str, Shape] = {}
     missing = []
     first = profiles[0].shapes if profiles else {}
     for info in inputs:

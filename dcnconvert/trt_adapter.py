@@ -28,9 +28,10 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 from dcnconvert.errors import BuildError, MissingDependencyError, PluginLoadError, UsageError
 
@@ -49,7 +50,7 @@ MIN_VERSION = (10, 3)
 #: TensorRT names used here -> the major versions whose code path uses them (10, 11).
 #: ``Class.member`` for members, a bare name for module attributes. Names used only through
 #: Polygraphy on our behalf (builder flags, the strongly-typed creation flag) are listed too.
-TRT_API: Dict[str, Tuple[int, ...]] = {
+TRT_API: dict[str, tuple[int, ...]] = {
     "__version__": (10, 11),
     "get_plugin_registry": (10, 11),
     "init_libnvinfer_plugins": (10, 11),
@@ -86,7 +87,7 @@ TRT11_REMOVED = frozenset({
 })
 
 #: Local variable names in this module that hold TensorRT objects -> their TensorRT class.
-TRT_OBJECTS: Dict[str, str] = {
+TRT_OBJECTS: dict[str, str] = {
     "registry": "IPluginRegistry",
     "creator": "IPluginCreatorV3One",
     "engine": "ICudaEngine",
@@ -101,11 +102,11 @@ class TrtApi:
     major: int
     precision_flags: bool
     always_strongly_typed: bool
-    creator_lookup: Tuple[str, ...]
-    creator_listing: Tuple[str, ...]
+    creator_lookup: tuple[str, ...]
+    creator_listing: tuple[str, ...]
 
 
-def _version_tuple(version: str) -> Tuple[int, ...]:
+def _version_tuple(version: str) -> tuple[int, ...]:
     parts = []
     for piece in str(version).split("."):
         digits = "".join(ch for ch in piece if ch.isdigit())
@@ -165,7 +166,7 @@ def load_tensorrt() -> Any:
     return trt
 
 
-def tensorrt_status() -> Tuple[Optional[str], Optional[str]]:
+def tensorrt_status() -> tuple[str | None, str | None]:
     """``(version, None)`` when TensorRT is usable, else ``(None, reason)``; never raises."""
     try:
         trt = load_tensorrt()
@@ -199,7 +200,7 @@ def find_creator(trt: Any, name: str, version: str, namespace: str) -> Any:
     return None
 
 
-def list_creators(trt: Any) -> List[Tuple[str, str, str]]:
+def list_creators(trt: Any) -> list[tuple[str, str, str]]:
     """``(name, version, namespace)`` of every registered plugin creator (first listing that exists)."""
     api = api_for(trt.__version__)
     registry = trt.get_plugin_registry()
@@ -243,7 +244,8 @@ def load_plugins(trt: Any, libraries: Sequence[Path], name: str, version: str, n
     if find_creator(trt, name, version, namespace) is None:
         same = [c for c in list_creators(trt) if c[0] == name]
         seen = ", ".join(f"v{v} in namespace '{ns}'" for _n, v, ns in same) or "none"
-        where = f"after loading {', '.join(map(str, libraries))}" if libraries else "in TensorRT's built-in plugins"
+        where = (f"after loading {', '.join(map(str, libraries))}" if libraries
+                 else "in TensorRT's built-in plugins")
         raise PluginLoadError(
             f"no plugin creator {name} version {version} in namespace '{namespace}' is registered {where} "
             f"(creators named {name}: {seen})",
@@ -268,13 +270,14 @@ def make_progress_monitor(trt: Any) -> Any:
         def __init__(self) -> None:
             base.__init__(self)
             self._lock = threading.Lock()
-            self._started: Dict[str, float] = {}
+            self._started: dict[str, float] = {}
 
-        def phase_start(self, phase_name: str, parent_phase: Optional[str], num_steps: int) -> None:
+        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
             with self._lock:
                 self._started[phase_name] = time.perf_counter()
             level = logging.INFO if parent_phase is None else logging.DEBUG
-            LOG.log(level, "TensorRT build: %s (%d step%s)", phase_name, num_steps, "" if num_steps == 1 else "s")
+            plural = "" if num_steps == 1 else "s"
+            LOG.log(level, "TensorRT build: %s (%d step%s)", phase_name, num_steps, plural)
 
         def step_complete(self, phase_name: str, step: int) -> bool:
             LOG.debug("TensorRT build: %s step %d done", phase_name, step + 1)
@@ -308,13 +311,13 @@ def build_engine_bytes(
     onnx_path: Path,
     *,
     plugin_libraries: Sequence[Path] = (),
-    precision_flags: Optional[Dict[str, bool]] = None,
+    precision_flags: dict[str, bool] | None = None,
     strongly_typed: bool = False,
     tf32: bool = False,
-    profiles: Sequence[Dict[str, Tuple[Sequence[int], Sequence[int], Sequence[int]]]] = (),
-    workspace: Optional[int] = None,
-    builder_optimization_level: Optional[int] = None,
-    timing_cache: Optional[Path] = None,
+    profiles: Sequence[dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]] = (),
+    workspace: int | None = None,
+    builder_optimization_level: int | None = None,
+    timing_cache: Path | None = None,
     progress: bool = True,
 ) -> bytes:
     """Parse ``onnx_path`` with the plugins loaded and build a serialized engine through Polygraphy.
@@ -336,8 +339,13 @@ def build_engine_bytes(
         UsageError: builder flags asked of a TensorRT without them.
         BuildError: parsing or building failed (Polygraphy's message is included).
     """
-    from polygraphy.backend.trt import (CreateConfig, EngineBytesFromNetwork, LoadPlugins, NetworkFromOnnxPath,
-                                        Profile)
+    from polygraphy.backend.trt import (
+        CreateConfig,
+        EngineBytesFromNetwork,
+        LoadPlugins,
+        NetworkFromOnnxPath,
+        Profile,
+    )
 
     api = api_for(trt.__version__)
     flags = {k: v for k, v in (precision_flags or {}).items() if v}
@@ -346,7 +354,7 @@ def build_engine_bytes(
             f"TensorRT {api.version} has no {'/'.join(k.upper() for k in flags)} builder flag",
             hint="use --precision-path graph-cast (the default on TensorRT 11)",
         )
-    kwargs: Dict[str, Any] = dict(flags)
+    kwargs: dict[str, Any] = dict(flags)
     kwargs["tf32"] = bool(tf32)
     if profiles:
         poly_profiles = []
@@ -366,7 +374,9 @@ def build_engine_bytes(
         monitor = make_progress_monitor(trt)
         if monitor is not None:
             kwargs["progress_monitor"] = monitor
-    network = NetworkFromOnnxPath(str(onnx_path), strongly_typed=bool(strongly_typed and not api.always_strongly_typed))
+    # TensorRT 11 networks are always strongly typed; its deprecated flag is not asked for there
+    typed = bool(strongly_typed and not api.always_strongly_typed)
+    network = NetworkFromOnnxPath(str(onnx_path), strongly_typed=typed)
     loader = EngineBytesFromNetwork(
         LoadPlugins(plugins=[str(p) for p in plugin_libraries], obj=network),
         config=CreateConfig(**kwargs),
@@ -392,7 +402,7 @@ def _engine_loader(engine_path: Path, plugin_libraries: Sequence[Path]) -> Any:
     return LoadPlugins(plugins=[str(p) for p in plugin_libraries], obj=EngineFromPath(str(engine_path)))
 
 
-def engine_inputs(trt: Any, engine_path: Path, plugin_libraries: Sequence[Path] = ()) -> List[Dict[str, Any]]:
+def engine_inputs(trt: Any, engine_path: Path, plugin_libraries: Sequence[Path] = ()) -> list[dict[str, Any]]:
     """Inputs of an engine: name, numpy dtype name, shape (-1 = dynamic), profile 0 (min, opt, max).
 
     Raises:
@@ -422,7 +432,7 @@ def engine_inputs(trt: Any, engine_path: Path, plugin_libraries: Sequence[Path] 
     return out
 
 
-def run_engine(trt: Any, engine_path: Path, feeds: Sequence[Dict[str, Any]],
+def run_engine(trt: Any, engine_path: Path, feeds: Sequence[dict[str, Any]],
                plugin_libraries: Sequence[Path] = (), runner_name: str = "tensorrt") -> Any:
     """Run the engine on each feed dict with Polygraphy's ``TrtRunner``; returns ``RunResults``.
 

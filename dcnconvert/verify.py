@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import shlex
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from dcnconvert.errors import AccuracyError, ModelError, UsageError
 LOG = logging.getLogger("dcnconvert.verify")
 
 #: Default ``(atol, rtol)`` per engine precision (also in the README).
-DEFAULT_TOLERANCES: Dict[str, Tuple[float, float]] = {
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "fp32": (1e-4, 1e-3),
     "fp16": (1e-2, 1e-2),
     "bf16": (5e-2, 5e-2),
@@ -41,7 +42,7 @@ REFERENCE_RUNNER = "onnxrt-reference"
 ENGINE_RUNNER = "tensorrt"
 
 
-def tolerances(precision: str, atol: Optional[float] = None, rtol: Optional[float] = None) -> Tuple[float, float]:
+def tolerances(precision: str, atol: float | None = None, rtol: float | None = None) -> tuple[float, float]:
     """``(atol, rtol)``: the given values, else the defaults for ``precision``.
 
     Raises:
@@ -57,7 +58,9 @@ def tolerances(precision: str, atol: Optional[float] = None, rtol: Optional[floa
     return a, r
 
 
-def make_inputs(inputs: Sequence[shapes.InputInfo], concrete: Mapping[str, Sequence[int]], seed: int = 0) -> Dict[str, np.ndarray]:
+def make_inputs(
+    inputs: Sequence[shapes.InputInfo], concrete: Mapping[str, Sequence[int]], seed: int = 0
+) -> dict[str, np.ndarray]:
     """Seeded random feeds: floats uniform in [-1, 1), integers in [0, 4), booleans at random.
 
     Args:
@@ -71,13 +74,14 @@ def make_inputs(inputs: Sequence[shapes.InputInfo], concrete: Mapping[str, Seque
     from onnx import helper
 
     rng = np.random.default_rng(seed)
-    feeds: Dict[str, np.ndarray] = {}
+    feeds: dict[str, np.ndarray] = {}
     for info in inputs:
         shape = tuple(int(d) for d in concrete[info.name])
         try:
             dtype = np.dtype(helper.tensor_dtype_to_np_dtype(info.elem_type))
         except (KeyError, TypeError, ValueError):
-            raise ModelError(f"input '{info.name}' has element type {info.elem_type}, which NumPy cannot hold",
+            raise ModelError(f"input '{info.name}' has element type {info.elem_type}, which NumPy cannot "
+                             "hold",
                              hint="give the inputs in a file with --inputs") from None
         if dtype.kind == "f" and dtype.itemsize >= 2 and dtype.name in ("float16", "float32", "float64"):
             feeds[info.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
@@ -91,7 +95,7 @@ def make_inputs(inputs: Sequence[shapes.InputInfo], concrete: Mapping[str, Seque
     return feeds
 
 
-def load_inputs(path: Path) -> Dict[str, np.ndarray]:
+def load_inputs(path: Path) -> dict[str, np.ndarray]:
     """Feeds from ``.npz`` (name -> array) or Polygraphy JSON (a list of feed dicts; the first is used).
 
     Raises:
@@ -107,7 +111,8 @@ def load_inputs(path: Path) -> Dict[str, np.ndarray]:
         obj = from_json(path.read_text())
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user error
         raise ModelError(f"cannot read inputs from {path}: {exc}",
-                         hint="give an .npz file or a Polygraphy JSON inputs file (polygraphy run --save-inputs)") from None
+                         hint="give an .npz file or a Polygraphy JSON inputs file "
+                         "(polygraphy run --save-inputs)") from None
     if isinstance(obj, list) and obj and isinstance(obj[0], Mapping):
         obj = obj[0]
     if not isinstance(obj, Mapping):
@@ -179,7 +184,9 @@ def run_reference(std_model: Any, feeds: Sequence[Mapping[str, np.ndarray]]) -> 
         return Comparator.run([runner], data_loader=[dict(f) for f in feeds])
 
 
-def cast_feeds(feeds: Mapping[str, np.ndarray], engine_inputs: Sequence[Mapping[str, Any]]) -> Dict[str, np.ndarray]:
+def cast_feeds(
+    feeds: Mapping[str, np.ndarray], engine_inputs: Sequence[Mapping[str, Any]]
+) -> dict[str, np.ndarray]:
     """Feeds in the engine's input dtypes (an FP16-I/O engine gets FP16 arrays).
 
     Raises:
@@ -196,7 +203,8 @@ def cast_feeds(feeds: Mapping[str, np.ndarray], engine_inputs: Sequence[Mapping[
             np_dtype = np.dtype(dtype)
         except TypeError:
             raise UsageError(f"engine input '{name}' is {dtype}, which NumPy cannot feed",
-                             hint="build with --io-precision fp32 (the default) to verify the engine") from None
+                             hint="build with --io-precision fp32 (the default) to verify the engine",
+                             ) from None
         out[name] = out[name].astype(np_dtype)
     return out
 
@@ -210,7 +218,9 @@ def _compare_func(atol: float, rtol: float) -> Any:
     return poly_compare.CompareFunc.simple(atol=atol, rtol=rtol, check_error_stat="elemwise")
 
 
-def compare(engine_results: Any, reference_results: Any, atol: float, rtol: float) -> Tuple[bool, List[Dict[str, Any]]]:
+def compare(
+    engine_results: Any, reference_results: Any, atol: float, rtol: float
+) -> tuple[bool, list[dict[str, Any]]]:
     """Compare engine outputs with the reference (Polygraphy ``compare_accuracy``, elementwise rule).
 
     Returns:
@@ -228,10 +238,10 @@ def compare(engine_results: Any, reference_results: Any, atol: float, rtol: floa
         combined[name] = iters
     func = _compare_func(atol, rtol)
     accuracy = Comparator.compare_accuracy(combined, compare_func=func)
-    engine_out = list(engine_results.values())[0][0]
-    ref_out = list(reference_results.values())[0][0]
+    engine_out = next(iter(engine_results.values()))[0]
+    ref_out = next(iter(reference_results.values()))[0]
     rows = []
-    for name in ref_out.keys():
+    for name in list(ref_out.keys()):
         ref = np.asarray(ref_out[name], dtype=np.float64)
         if name not in engine_out:
             rows.append({"output": name, "passed": False, "error": "missing in the engine's outputs"})
@@ -265,15 +275,25 @@ def format_rows(rows: Sequence[Mapping[str, Any]], atol: float, rtol: float) -> 
         if "error" in r:
             body.append([r["output"], "-", "-", "-", "-", "-", f"FAIL: {r['error']}"])
             continue
-        body.append([r["output"], "x".join(map(str, r["shape"])), f"{r['max_abs']:.3g}", f"{r['mean_abs']:.3g}",
+        body.append([r["output"], "x".join(map(str, r["shape"])),
+                     f"{r['max_abs']:.3g}", f"{r['mean_abs']:.3g}",
                      f"{r['max_rel']:.3g}", f"{r['mean_rel']:.3g}",
                      "ok" if r["passed"] else f"FAIL ({r['mismatches']}/{r['elements']})"])
     table = format_table(["output", "shape", "max abs", "mean abs", "max rel", "mean rel", "result"], body)
     return f"{table}\n(an element fails if abs > {atol:g} and rel > {rtol:g})"
 
 
-def polygraphy_commands(engine: Path, model: Path, *, plugin: Optional[str], inputs_file: str, ref_file: str,
-                        atol: float, rtol: float, engine_shapes: Mapping[str, Sequence[int]] = ()) -> List[str]:
+def polygraphy_commands(
+    engine: Path,
+    model: Path,
+    *,
+    plugin: str | None,
+    inputs_file: str,
+    ref_file: str,
+    atol: float,
+    rtol: float,
+    engine_shapes: Mapping[str, Sequence[int]] = (),
+) -> list[str]:
     """The equivalent command lines: reference model, ORT outputs, TensorRT check, trtexec timing.
 
     Args:
@@ -286,12 +306,14 @@ def polygraphy_commands(engine: Path, model: Path, *, plugin: Optional[str], inp
     static = "" if plugin is None else f" --staticPlugins={plugin if plugin.startswith('$(') else q(plugin)}"
     shape_arg = ""
     if engine_shapes:
-        shape_arg = " --shapes=" + ",".join(f"{n}:{'x'.join(map(str, s))}" for n, s in dict(engine_shapes).items())
+        pairs = [f"{n}:{'x'.join(map(str, s))}" for n, s in dict(engine_shapes).items()]
+        shape_arg = " --shapes=" + ",".join(pairs)
     return [
         f"dcnconvert reference {q(str(model))} -o {q(str(ref_model))}",
-        f"polygraphy run {q(str(ref_model))} --onnxrt --load-inputs {q(inputs_file)} --save-outputs {q(ref_file)}",
-        f"polygraphy run {q(str(engine))} --model-type engine --trt{plug} --load-inputs {q(inputs_file)} "
-        f"--load-outputs {q(ref_file)} --atol {atol:g} --rtol {rtol:g} --check-error-stat elemwise",
+        (f"polygraphy run {q(str(ref_model))} --onnxrt --load-inputs {q(inputs_file)} "
+         f"--save-outputs {q(ref_file)}"),
+        (f"polygraphy run {q(str(engine))} --model-type engine --trt{plug} --load-inputs {q(inputs_file)} "
+         f"--load-outputs {q(ref_file)} --atol {atol:g} --rtol {rtol:g} --check-error-stat elemwise"),
         f"trtexec --loadEngine={q(str(engine))}{static}{shape_arg}",
     ]
 
@@ -301,20 +323,20 @@ class VerifyOptions:
     """Options of ``dcnconvert verify`` (see ``dcnconvert verify --help``)."""
 
     precision: str = "fp32"
-    atol: Optional[float] = None
-    rtol: Optional[float] = None
-    inputs: Optional[Path] = None
-    save_inputs: Optional[Path] = None
-    save_outputs: Optional[Path] = None
+    atol: float | None = None
+    rtol: float | None = None
+    inputs: Path | None = None
+    save_inputs: Path | None = None
+    save_outputs: Path | None = None
     seed: int = 0
-    shapes: Tuple[str, ...] = ()
+    shapes: tuple[str, ...] = ()
     target: str = "dcnconvert"
-    plugin_lib: Optional[Path] = None
+    plugin_lib: Path | None = None
     print_commands: bool = False
 
 
 def prepare_reference(model: Any, options: VerifyOptions, engine_inputs: Sequence[Mapping[str, Any]] = (),
-                      timer: Any = None) -> Tuple[Dict[str, np.ndarray], Any, Dict[str, Any]]:
+                      timer: Any = None) -> tuple[dict[str, np.ndarray], Any, dict[str, Any]]:
     """Everything before TensorRT: feeds, reference model, ORT run, saved files. Needs no GPU.
 
     Args:
@@ -341,7 +363,7 @@ def prepare_reference(model: Any, options: VerifyOptions, engine_inputs: Sequenc
     with timer.step("reference", "Running the reference model in ONNX Runtime"):
         std = reference_model(model)
         ref = run_reference(std, [feeds])
-    written: Dict[str, Any] = {}
+    written: dict[str, Any] = {}
     if options.save_inputs is not None:
         save_inputs(options.save_inputs, feeds)
         written["inputs"] = str(options.save_inputs)
@@ -352,7 +374,7 @@ def prepare_reference(model: Any, options: VerifyOptions, engine_inputs: Sequenc
 
 
 def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOptions, *, env: Any = None,
-                  trt_adapter: Any = None, timer: Any = None) -> Dict[str, Any]:
+                  trt_adapter: Any = None, timer: Any = None) -> dict[str, Any]:
     """Run the engine and the reference on the same inputs and compare.
 
     Args:
@@ -379,21 +401,24 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
     if not Path(engine).is_file():
         raise UsageError(f"the engine {engine} does not exist", hint="build it with 'dcnconvert build' first")
     if env is None:
-        env = check_environment(BuildOptions(target=options.target, plugin_lib=options.plugin_lib), trt_adapter)
+        env = check_environment(BuildOptions(target=options.target, plugin_lib=options.plugin_lib),
+                                trt_adapter)
     trt, _api, library = env
     libraries = [library] if library is not None else []
     with timer.step("engine_info"):
         e_inputs = trt_adapter.engine_inputs(trt, Path(engine), libraries)
     feeds, ref, written = prepare_reference(model, options, e_inputs, timer)
     with timer.step("engine_run", "Running the engine in TensorRT"):
-        got = trt_adapter.run_engine(trt, Path(engine), [cast_feeds(feeds, e_inputs)], libraries, ENGINE_RUNNER)
+        engine_feeds = [cast_feeds(feeds, e_inputs)]
+        got = trt_adapter.run_engine(trt, Path(engine), engine_feeds, libraries, ENGINE_RUNNER)
     passed, rows = compare(got, ref, atol, rtol)
     plugin = None
     if library is not None:
         plugin = str(library) if options.plugin_lib else "$(dcnconvert plugin-path)"
     commands = polygraphy_commands(
         Path(engine), Path(model_path), plugin=plugin,
-        inputs_file=str(options.save_inputs or "INPUTS.json"), ref_file=str(options.save_outputs or "REF.json"),
+        inputs_file=str(options.save_inputs or "INPUTS.json"),
+        ref_file=str(options.save_outputs or "REF.json"),
         atol=atol, rtol=rtol, engine_shapes={k: v.shape for k, v in feeds.items()})
     if options.print_commands:
         for line in commands:
@@ -412,7 +437,23 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
     return payload
 
 
-__all__ = ["DEFAULT_TOLERANCES", "ENGINE_RUNNER", "REFERENCE_RUNNER", "cast_feeds", "check_feeds", "compare",
-           "format_rows", "load_inputs", "make_inputs", "polygraphy_commands", "reference_model", "run_reference",
-           "prepare_reference", "save_inputs", "save_run_results", "tolerances", "verify_engine",
-           "VerifyOptions"]
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "ENGINE_RUNNER",
+    "REFERENCE_RUNNER",
+    "VerifyOptions",
+    "cast_feeds",
+    "check_feeds",
+    "compare",
+    "format_rows",
+    "load_inputs",
+    "make_inputs",
+    "polygraphy_commands",
+    "prepare_reference",
+    "reference_model",
+    "run_reference",
+    "save_inputs",
+    "save_run_results",
+    "tolerances",
+    "verify_engine",
+]

@@ -96,8 +96,17 @@ def _rewritten(form="mmcv.MMCVModulatedDeformConv2d", dynamic=False):
 
 
 class TestOptions:
-    @pytest.mark.parametrize("text, value", [("1G", 2**30), ("512M", 512 * 2**20), ("64KiB", 65536),
-                                             ("1.5g", int(1.5 * 2**30)), ("1048576", 2**20), ("2 GB", 2 * 2**30)])
+    @pytest.mark.parametrize(
+        "text, value",
+        [
+            ("1G", 2**30),
+            ("512M", 512 * 2**20),
+            ("64KiB", 65536),
+            ("1.5g", int(1.5 * 2**30)),
+            ("1048576", 2**20),
+            ("2 GB", 2 * 2**30),
+        ],
+    )
     def test_parse_size(self, text, value):
         assert build.parse_size(text) == value
 
@@ -106,15 +115,18 @@ class TestOptions:
         with pytest.raises(UsageError):
             build.parse_size(text)
 
-    @pytest.mark.parametrize("precision, requested, version, io, path", [
-        ("fp32", "auto", "10.16.0", None, "none"),
-        ("fp16", "auto", "10.16.0", None, "builder-flag"),
-        ("bf16", "auto", "10.16.0", None, "builder-flag"),
-        ("fp16", "auto", "10.16.0", "fp16", "graph-cast"),
-        ("fp16", "graph-cast", "10.16.0", None, "graph-cast"),
-        ("fp16", "auto", "11.1.0", None, "graph-cast"),
-        ("bf16", "auto", "11.1.0", None, "graph-cast"),
-    ])
+    @pytest.mark.parametrize(
+        "precision, requested, version, io, path",
+        [
+            ("fp32", "auto", "10.16.0", None, "none"),
+            ("fp16", "auto", "10.16.0", None, "builder-flag"),
+            ("bf16", "auto", "10.16.0", None, "builder-flag"),
+            ("fp16", "auto", "10.16.0", "fp16", "graph-cast"),
+            ("fp16", "graph-cast", "10.16.0", None, "graph-cast"),
+            ("fp16", "auto", "11.1.0", None, "graph-cast"),
+            ("bf16", "auto", "11.1.0", None, "graph-cast"),
+        ],
+    )
     def test_precision_path(self, precision, requested, version, io, path):
         assert build.resolve_precision_path(precision, requested, trt_adapter.api_for(version), io) == path
 
@@ -122,14 +134,17 @@ class TestOptions:
         with pytest.raises(UsageError, match="no FP16 builder flag"):
             build.resolve_precision_path("fp16", "builder-flag", trt_adapter.api_for("11.1.0"))
 
-    @pytest.mark.parametrize("kwargs, message", [
-        ({"precision": "int8"}, "--precision"),
-        ({"io_precision": "fp16"}, "needs --precision fp16 or bf16"),
-        ({"precision": "fp16", "io_precision": "bf16"}, "does not match"),
-        ({"precision": "fp16", "io_precision": "fp16", "precision_path": "builder-flag"}, "graph-cast"),
-        ({"builder_optimization_level": 7}, "0..5"),
-        ({"target": "other"}, "--target"),
-    ])
+    @pytest.mark.parametrize(
+        "kwargs, message",
+        [
+            ({"precision": "int8"}, "--precision"),
+            ({"io_precision": "fp16"}, "needs --precision fp16 or bf16"),
+            ({"precision": "fp16", "io_precision": "bf16"}, "does not match"),
+            ({"precision": "fp16", "io_precision": "fp16", "precision_path": "builder-flag"}, "graph-cast"),
+            ({"builder_optimization_level": 7}, "0..5"),
+            ({"target": "other"}, "--target"),
+        ],
+    )
     def test_validate(self, kwargs, message):
         with pytest.raises(UsageError, match=message):
             BuildOptions(**kwargs).validate()
@@ -167,13 +182,18 @@ class TestPrepare:
             build.prepare_model(model, BuildOptions(precision="fp16", keep_fp32=("Nope",)), "graph-cast")
         with pytest.raises(UsageError, match="graph-cast precision path only"):
             build.prepare_model(model, BuildOptions(precision="fp16", keep_fp32=("dcn0",)), "builder-flag")
-        _, _, report = build.prepare_model(model, BuildOptions(precision="fp16", keep_fp32=(schema.PLUGIN_NAME,)),
-                                           "graph-cast")
+        _, _, report = build.prepare_model(
+            model, BuildOptions(precision="fp16", keep_fp32=(schema.PLUGIN_NAME,)), "graph-cast"
+        )
         assert report.plugin_nodes == 1  # the plugin cannot be kept: its five inputs are always one type
 
     def test_cast_warnings(self):
-        report = types.SimpleNamespace(clamped_values=2, clamped_initializers=["w"], precision="bf16",
-                                       kept_fp32=[{"node": "c", "op": "Conv", "reason": "ONNX Conv at opset 19 does not accept"}])
+        report = types.SimpleNamespace(
+            clamped_values=2,
+            clamped_initializers=["w"],
+            precision="bf16",
+            kept_fp32=[{"node": "c", "op": "Conv", "reason": "ONNX Conv at opset 19 does not accept"}],
+        )
         text = " ".join(build.cast_warnings(report))
         assert "clamped" in text and "Conv" in text and "opset" in text
         assert build.cast_warnings(None) == []
@@ -189,28 +209,39 @@ class TestBuildEngine:
         assert info.value.exit_code == 4 and "pip install 'dcnconvert[trt]'" in info.value.hint
         assert not Path("never.engine").exists()
 
-    @pytest.mark.parametrize("version, precision, path, flags, strongly, low", [
-        ("10.16.0", "fp32", "none", None, False, TP.FLOAT),
-        ("10.16.0", "fp16", "builder-flag", {"fp16": True}, False, TP.FLOAT),
-        ("10.16.0", "bf16", "builder-flag", {"bf16": True}, False, TP.FLOAT),
-        ("11.1.0", "fp16", "graph-cast", None, True, TP.FLOAT16),
-        ("11.1.0", "bf16", "graph-cast", None, True, TP.BFLOAT16),
-    ])
+    @pytest.mark.parametrize(
+        "version, precision, path, flags, strongly, low",
+        [
+            ("10.16.0", "fp32", "none", None, False, TP.FLOAT),
+            ("10.16.0", "fp16", "builder-flag", {"fp16": True}, False, TP.FLOAT),
+            ("10.16.0", "bf16", "builder-flag", {"bf16": True}, False, TP.FLOAT),
+            ("11.1.0", "fp16", "graph-cast", None, True, TP.FLOAT16),
+            ("11.1.0", "bf16", "graph-cast", None, True, TP.BFLOAT16),
+        ],
+    )
     def test_precision_paths(self, tmp_path, plugin_file, version, precision, path, flags, strongly, low):
         fake = FakeAdapter(version)
         out = tmp_path / "m.engine"
         cache = tmp_path / "cache.bin"
-        opts = BuildOptions(precision=precision, workspace=2**30, builder_optimization_level=2, timing_cache=cache)
+        opts = BuildOptions(
+            precision=precision, workspace=2**30, builder_optimization_level=2, timing_cache=cache
+        )
         payload = build.build_engine(_rewritten(), out, opts, trt_adapter=fake)
         assert payload["precision_path"] == path and payload["tensorrt_version"] == version
         call = fake.build_calls[0]
         assert call["precision_flags"] == flags and call["strongly_typed"] is strongly
-        assert call["workspace"] == 2**30 and call["builder_optimization_level"] == 2 and call["timing_cache"] == cache
-        weight = [i for i in call["model"].graph.initializer if i.name == "weight"][0]
+        assert (
+            call["workspace"] == 2**30
+            and call["builder_optimization_level"] == 2
+            and call["timing_cache"] == cache
+        )
+        weight = next(i for i in call["model"].graph.initializer if i.name == "weight")
         assert weight.data_type == low
         assert out.read_bytes() == fake.last_bytes
         assert fake.loaded == [([plugin_file.resolve()], schema.PLUGIN_NAME, "1", "dcnconvert", False)]
-        assert payload["outputs"]["engine"] == str(out) and payload["plugin_library"] == str(plugin_file.resolve())
+        assert payload["outputs"]["engine"] == str(out) and payload["plugin_library"] == str(
+            plugin_file.resolve()
+        )
         assert set(payload["timings"]) >= {"build", "save"}
         assert (payload["cast"] is not None) == (path == "graph-cast")
 
@@ -218,7 +249,9 @@ class TestBuildEngine:
         monkeypatch.delenv("DCNCONVERT_PLUGIN_LIB", raising=False)
         fake = FakeAdapter("10.16.0")
         model, _ = rewrite.rewrite_model(samples.build("onnx.DeformConv", seed=1), "trt-builtin")
-        payload = build.build_engine(model, tmp_path / "b.engine", BuildOptions(target="trt-builtin"), trt_adapter=fake)
+        payload = build.build_engine(
+            model, tmp_path / "b.engine", BuildOptions(target="trt-builtin"), trt_adapter=fake
+        )
         assert fake.loaded == [([], schema.PLUGIN_NAME, "2", "", True)]
         assert payload["plugin_library"] is None
 
@@ -230,8 +263,10 @@ class TestBuildEngine:
 
     def test_profiles_passed(self, tmp_path, plugin_file):
         fake = FakeAdapter("11.1.0")
-        opts = BuildOptions(min_shapes=("x:1x4x7x9 offset:1x18x7x9 mask:1x9x7x9",),
-                            max_shapes=("x:4x4x14x18 offset:4x18x14x18 mask:4x9x14x18",))
+        opts = BuildOptions(
+            min_shapes=("x:1x4x7x9 offset:1x18x7x9 mask:1x9x7x9",),
+            max_shapes=("x:4x4x14x18 offset:4x18x14x18 mask:4x9x14x18",),
+        )
         payload = build.build_engine(_rewritten(dynamic=True), tmp_path / "d.engine", opts, trt_adapter=fake)
         assert fake.build_calls[0]["profiles"][0]["x"] == ((1, 4, 7, 9), (4, 4, 14, 18), (4, 4, 14, 18))
         assert payload["profiles"][0]["x"]["opt"] == [4, 4, 14, 18]

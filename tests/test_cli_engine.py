@@ -15,13 +15,23 @@ from pathlib import Path
 import onnx
 import pytest
 from click.testing import CliRunner
+from test_build import FakeAdapter
 
 from dcnconvert import plugin_lib, samples, schema, trt_adapter
 from dcnconvert.cli import cli
-from test_build import FakeAdapter
 
-STANDARD_KEYS = {"schema_version", "command", "version", "ok", "exit_code", "inputs", "outputs", "timings",
-                 "warnings", "errors"}
+STANDARD_KEYS = {
+    "schema_version",
+    "command",
+    "version",
+    "ok",
+    "exit_code",
+    "inputs",
+    "outputs",
+    "timings",
+    "warnings",
+    "errors",
+}
 HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
 no_trt = pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; test_engines_trt.py covers it")
 
@@ -101,7 +111,9 @@ class TestWithoutTensorrt:
         assert obj["outputs"] == {"onnx": str(tmp_path / "m.onnx")}
         assert obj["rewrite"]["rewritten"] and not out.exists()
         written = onnx.load(str(tmp_path / "m.onnx"))
-        assert [n.op_type for n in written.graph.node if n.domain == schema.PLUGIN_DOMAIN] == [schema.PLUGIN_NAME]
+        assert [n.op_type for n in written.graph.node if n.domain == schema.PLUGIN_DOMAIN] == [
+            schema.PLUGIN_NAME
+        ]
 
     def test_convert_dynamic_model_still_writes_onnx(self, dynamic_model, tmp_path):
         res = invoke("convert", dynamic_model, "-o", tmp_path / "d.engine")
@@ -114,8 +126,22 @@ class TestWithoutTensorrt:
         assert res.exit_code == 4 and len(error_lines(res)) == 1
 
     def test_subprocess_exit_code(self, static_model, tmp_path):
-        proc = subprocess.run([sys.executable, "-m", "dcnconvert", "build", str(static_model), "-o",
-                               str(tmp_path / "x.engine"), "--json"], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dcnconvert",
+                "build",
+                str(static_model),
+                "-o",
+                str(tmp_path / "x.engine"),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         assert proc.returncode == 4
         assert json.loads(proc.stdout)["exit_code"] == 4
 
@@ -125,10 +151,13 @@ class TestUsage:
         res = invoke("convert", static_model, "-o", tmp_path / "x.onnx")
         assert res.exit_code == 2 and "names an ONNX file" in error_lines(res)[0]
 
-    @pytest.mark.parametrize("args, message", [
-        (["--workspace", "lots"], "cannot read the size"),
-        (["--precision", "fp32", "--io-precision", "fp16"], "needs --precision fp16"),
-    ])
+    @pytest.mark.parametrize(
+        "args, message",
+        [
+            (["--workspace", "lots"], "cannot read the size"),
+            (["--precision", "fp32", "--io-precision", "fp16"], "needs --precision fp16"),
+        ],
+    )
     def test_bad_options(self, static_model, tmp_path, args, message):
         res = invoke("build", static_model, "-o", tmp_path / "x.engine", *args)
         assert res.exit_code == 2 and message in error_lines(res)[0]
@@ -168,8 +197,16 @@ class TestWithFakeTensorrt:
         assert "Building the FP16 engine" in res.stderr  # progress on stderr
 
     def test_builder_flag_refused_on_11(self, fake11, static_model, tmp_path):
-        res = invoke("build", static_model, "-o", tmp_path / "m.engine", "--precision", "fp16",
-                     "--precision-path", "builder-flag")
+        res = invoke(
+            "build",
+            static_model,
+            "-o",
+            tmp_path / "m.engine",
+            "--precision",
+            "fp16",
+            "--precision-path",
+            "builder-flag",
+        )
         assert res.exit_code == 2 and "no FP16 builder flag" in error_lines(res)[0]
 
     def test_dynamic_inputs_need_shapes(self, fake11, dynamic_model, tmp_path):
@@ -181,10 +218,26 @@ class TestWithFakeTensorrt:
 
     def test_convert_verify_and_files(self, fake11, dynamic_model, tmp_path):
         out = tmp_path / "d.engine"
-        res = invoke("convert", dynamic_model, "-o", out, "--precision", "fp16", "--verify",
-                     "--min-shapes", "x:1x4x7x9 offset:1x18x7x9", "--opt-shapes", "x:2x4x7x9 offset:2x18x7x9",
-                     "--max-shapes", "x:4x4x7x9 offset:4x18x7x9",
-                     "--save-inputs", tmp_path / "in.json", "--save-outputs", tmp_path / "ref.json", "--print-commands")
+        res = invoke(
+            "convert",
+            dynamic_model,
+            "-o",
+            out,
+            "--precision",
+            "fp16",
+            "--verify",
+            "--min-shapes",
+            "x:1x4x7x9 offset:1x18x7x9",
+            "--opt-shapes",
+            "x:2x4x7x9 offset:2x18x7x9",
+            "--max-shapes",
+            "x:4x4x7x9 offset:4x18x7x9",
+            "--save-inputs",
+            tmp_path / "in.json",
+            "--save-outputs",
+            tmp_path / "ref.json",
+            "--print-commands",
+        )
         assert res.exit_code == 0, res.stderr
         assert "ok" in res.stdout and "--plugins $(dcnconvert plugin-path) --load-inputs" in res.stdout
         for name in ("d.engine", "d.onnx", "in.json", "ref.json"):
@@ -196,13 +249,17 @@ class TestWithFakeTensorrt:
         assert res.exit_code == 3
         obj = one_json(res.stdout)
         assert obj["ok"] is False and obj["errors"][0]["type"] == "AccuracyError"
-        assert obj["comparison"][0]["passed"] is False and obj["outputs"]["engine"] == str(tmp_path / "m.engine")
+        assert obj["comparison"][0]["passed"] is False and obj["outputs"]["engine"] == str(
+            tmp_path / "m.engine"
+        )
         assert len(error_lines(res)) == 1
 
     def test_verify_command(self, fake11, static_model, tmp_path):
         engine = tmp_path / "m.engine"
         assert invoke("build", static_model, "-o", engine, "--precision", "bf16").exit_code == 0
-        res = invoke("verify", engine, "--model", static_model, "--precision", "bf16", "--json", "--seed", "4")
+        res = invoke(
+            "verify", engine, "--model", static_model, "--precision", "bf16", "--json", "--seed", "4"
+        )
         assert res.exit_code == 0, res.stderr
         obj = one_json(res.stdout)
         assert obj["passed"] and obj["tolerances"]["atol"] == 5e-2

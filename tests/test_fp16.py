@@ -18,8 +18,11 @@ TOL = {"fp16": 1e-2, "bf16": 4e-2}
 
 def _plugin_input_types(model: onnx.ModelProto) -> list:
     types = fp16._infer_types(model)
-    return [[types.get(name) for name in node.input if name]
-            for node in model.graph.node if node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN]
+    return [
+        [types.get(name) for name in node.input if name]
+        for node in model.graph.node
+        if node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
+    ]
 
 
 def _check_structure(model: onnx.ModelProto, precision: str) -> None:
@@ -53,12 +56,16 @@ class TestValues:
     def test_bf16_round_to_nearest_even_matches_ml_dtypes(self):
         ml_dtypes = pytest.importorskip("ml_dtypes")
         rng = np.random.default_rng(3)
-        values = np.concatenate([
-            rng.standard_normal(20000).astype(np.float32) * 10.0 ** rng.integers(-30, 30, 20000),
-            np.array([0.0, -0.0, 1.0, 1.00390625, 1.01171875, np.inf, -np.inf, 1e-40, -1e-42], np.float32),
-            # exact ties between two bfloat16 values: round to the even one
-            (np.arange(1, 200, dtype=np.uint32) << 16 | 0x8000).view(np.float32),
-        ]).astype(np.float32)
+        values = np.concatenate(
+            [
+                rng.standard_normal(20000).astype(np.float32) * 10.0 ** rng.integers(-30, 30, 20000),
+                np.array(
+                    [0.0, -0.0, 1.0, 1.00390625, 1.01171875, np.inf, -np.inf, 1e-40, -1e-42], np.float32
+                ),
+                # exact ties between two bfloat16 values: round to the even one
+                (np.arange(1, 200, dtype=np.uint32) << 16 | 0x8000).view(np.float32),
+            ]
+        ).astype(np.float32)
         ours = fp16.float_to_bf16_bits(values)
         theirs = values.astype(ml_dtypes.bfloat16).view(np.uint16)
         np.testing.assert_array_equal(ours, theirs)
@@ -103,12 +110,16 @@ def test_every_form(form, precision):
     assert _max_scaled_error(ref, got) < TOL[precision]
 
 
-@pytest.mark.parametrize("form", ["mmcv.MMCVModulatedDeformConv2d", "mmcv.MMCVDeformConv2d", "tensorrt_pro.Plugin.DCNv2"])
+@pytest.mark.parametrize(
+    "form", ["mmcv.MMCVModulatedDeformConv2d", "mmcv.MMCVDeformConv2d", "tensorrt_pro.Plugin.DCNv2"]
+)
 def test_low_io_precision(form):
     rewritten, _ = rewrite.rewrite_model(samples.build(form, seed=2))
     cast, report = fp16.cast_model(rewritten, "fp16", io_precision="fp16")
     _check_structure(cast, "fp16")
-    assert {vi.type.tensor_type.elem_type for vi in list(cast.graph.input) + list(cast.graph.output)} == {TP.FLOAT16}
+    assert {vi.type.tensor_type.elem_type for vi in list(cast.graph.input) + list(cast.graph.output)} == {
+        TP.FLOAT16
+    }
     assert report.io_precision == "fp16"
     feeds = samples.input_feeds(rewritten, seed=1)
     got = evaluate.run_model(cast, {k: v.astype(np.float16) for k, v in feeds.items()}, backend="reference")
@@ -133,10 +144,12 @@ def _network(opset: int = 19, seed: int = 0) -> onnx.ModelProto:
         numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
         numpy_helper.from_array(np.array(1 / 3, np.float32), "third"),
     ]
-    inits += [numpy_helper.from_array(np.array([0], np.int64), "zero"),
-              numpy_helper.from_array(np.array([dg * 9], np.int64), "mask_ch"),
-              numpy_helper.from_array(np.array([1], np.int64), "one_axis"),
-              numpy_helper.from_array(rng.standard_normal((o, o, 3, 3)).astype(np.float32) * 0.3, "w2")]
+    inits += [
+        numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        numpy_helper.from_array(np.array([dg * 9], np.int64), "mask_ch"),
+        numpy_helper.from_array(np.array([1], np.int64), "one_axis"),
+        numpy_helper.from_array(rng.standard_normal((o, o, 3, 3)).astype(np.float32) * 0.3, "w2"),
+    ]
     node = helper.make_node
     plugin_attrs = schema.DcnAttrs(padding=(1, 1), deformable_group=dg).node_attrs(schema.TARGET_DCNCONVERT)
     one = numpy_helper.from_array(np.ones(1, np.float32))
@@ -144,8 +157,14 @@ def _network(opset: int = 19, seed: int = 0) -> onnx.ModelProto:
         node("Conv", ["x", "w_off"], ["offset"], pads=[1, 1, 1, 1], name="conv_off"),
         node("Conv", ["x", "w_mask"], ["mask_logits"], pads=[1, 1, 1, 1], name="conv_mask"),
         node("Sigmoid", ["mask_logits"], ["mask"], name="sigmoid"),
-        node(schema.PLUGIN_NAME, ["x", "offset", "mask", "w", "b"], ["y"], domain=schema.PLUGIN_DOMAIN,
-             name="dcn", **plugin_attrs),
+        node(
+            schema.PLUGIN_NAME,
+            ["x", "offset", "mask", "w", "b"],
+            ["y"],
+            domain=schema.PLUGIN_DOMAIN,
+            name="dcn",
+            **plugin_attrs,
+        ),
         node("Relu", ["y"], ["r"], name="relu"),
         node("Resize", ["r", "", "scales"], ["up"], mode="nearest", name="resize"),
         node("ReduceMean", ["up"], ["mean"], keepdims=1, name="reduce"),
@@ -159,20 +178,32 @@ def _network(opset: int = 19, seed: int = 0) -> onnx.ModelProto:
         node("Slice", ["offset", "zero", "mask_ch", "one_axis"], ["off_half"], name="slice"),
         node("Shape", ["off_half"], ["half_shape"], name="half_shape"),
         node("ConstantOfShape", ["half_shape"], ["ones_mask"], value=one, name="ones"),
-        node(schema.PLUGIN_NAME, ["r", "offset", "ones_mask", "w2"], ["y2"], domain=schema.PLUGIN_DOMAIN,
-             name="dcn2", **plugin_attrs),
+        node(
+            schema.PLUGIN_NAME,
+            ["r", "offset", "ones_mask", "w2"],
+            ["y2"],
+            domain=schema.PLUGIN_DOMAIN,
+            name="dcn2",
+            **plugin_attrs,
+        ),
     ]
     f = TP.FLOAT
     graph = helper.make_graph(
-        nodes, "net", [helper.make_tensor_value_info("x", f, ["N", c, "H", "W"])],
-        [helper.make_tensor_value_info("up", f, ["N", o, "H2", "W2"]),
-         helper.make_tensor_value_info("mean", f, [1, 1, 1, 1]),
-         helper.make_tensor_value_info("xs_i", TP.INT64, [4]),
-         helper.make_tensor_value_info("r3_out", f, ["N", o, "H", "W"]),
-         helper.make_tensor_value_info("y2", f, ["N", o, "H", "W"])],
-        inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
-                                                    helper.make_opsetid(schema.PLUGIN_DOMAIN, 1)])
+        nodes,
+        "net",
+        [helper.make_tensor_value_info("x", f, ["N", c, "H", "W"])],
+        [
+            helper.make_tensor_value_info("up", f, ["N", o, "H2", "W2"]),
+            helper.make_tensor_value_info("mean", f, [1, 1, 1, 1]),
+            helper.make_tensor_value_info("xs_i", TP.INT64, [4]),
+            helper.make_tensor_value_info("r3_out", f, ["N", o, "H", "W"]),
+            helper.make_tensor_value_info("y2", f, ["N", o, "H", "W"]),
+        ],
+        inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(schema.PLUGIN_DOMAIN, 1)]
+    )
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -197,10 +228,10 @@ class TestNetwork:
         x_casts = [n for n in cast.graph.node if n.op_type == "Cast" and n.input[0] == "x"]
         assert len(x_casts) == (0 if io == "low" else 1)
         # the shared constant stays FP32 (exact for the shape path), the activation path reads a Cast
-        third = [i for i in cast.graph.initializer if i.name == "third"][0]
+        third = next(i for i in cast.graph.initializer if i.name == "third")
         assert third.data_type == TP.FLOAT
         # Resize keeps FP32 scales
-        resize = [n for n in cast.graph.node if n.op_type == "Resize"][0]
+        resize = next(n for n in cast.graph.node if n.op_type == "Resize")
         assert resize.input[2] == "scales"
         out_types = {o.name: o.type.tensor_type.elem_type for o in cast.graph.output}
         low_io = LOW[precision] if io == "low" else TP.FLOAT
@@ -225,24 +256,25 @@ class TestNetwork:
         assert "opset 19" in reasons["conv_off"]
 
     def test_keep_named_nodes_and_ops(self):
-        cast, report = fp16.cast_model(_network(), "fp16", keep_fp32_nodes=["relu"],
-                                       keep_fp32_ops=fp16.KEEP_FP32_OPS | {"Sigmoid"})
+        cast, report = fp16.cast_model(
+            _network(), "fp16", keep_fp32_nodes=["relu"], keep_fp32_ops=fp16.KEEP_FP32_OPS | {"Sigmoid"}
+        )
         _check_structure(cast, "fp16")
         kept = {k["node"] for k in report.kept_fp32}
         assert {"relu", "sigmoid"} <= kept
         types = fp16._infer_types(cast)
-        relu = [n for n in cast.graph.node if n.name == "relu"][0]
+        relu = next(n for n in cast.graph.node if n.name == "relu")
         assert types[relu.output[0]] == TP.FLOAT
 
     def test_clamps_large_weights(self):
         model = _network()
-        w = [i for i in model.graph.initializer if i.name == "b"][0]
+        w = next(i for i in model.graph.initializer if i.name == "b")
         values = numpy_helper.to_array(w).copy()
         values[0] = 1e6
         w.CopyFrom(numpy_helper.from_array(values, "b"))
         cast, report = fp16.cast_model(model, "fp16")
         assert report.clamped_values == 1 and report.clamped_initializers == ["b"]
-        b = numpy_helper.to_array([i for i in cast.graph.initializer if i.name == "b"][0])
+        b = numpy_helper.to_array(next(i for i in cast.graph.initializer if i.name == "b"))
         assert b.dtype == np.float16 and b[0] == np.float16(65504)
 
 
@@ -255,10 +287,15 @@ class TestErrors:
 
     def test_subgraph_is_refused(self):
         model = _network()
-        then = helper.make_graph([helper.make_node("Identity", ["r"], ["t"])], "then", [],
-                                 [helper.make_tensor_value_info("t", TP.FLOAT, None)])
-        model.graph.node.append(helper.make_node("If", ["cond"], ["branch"], then_branch=then, else_branch=then,
-                                                 name="if"))
+        then = helper.make_graph(
+            [helper.make_node("Identity", ["r"], ["t"])],
+            "then",
+            [],
+            [helper.make_tensor_value_info("t", TP.FLOAT, None)],
+        )
+        model.graph.node.append(
+            helper.make_node("If", ["cond"], ["branch"], then_branch=then, else_branch=then, name="if")
+        )
         model.graph.input.append(helper.make_tensor_value_info("cond", TP.BOOL, []))
         with pytest.raises(UnsupportedNodeError, match="subgraph"):
             fp16.cast_model(model, "fp16")

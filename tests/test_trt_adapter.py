@@ -16,7 +16,7 @@ import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import Dict, Set, Tuple
+from typing import ClassVar
 
 import pytest
 
@@ -40,8 +40,8 @@ class StubApi:
 
     def __init__(self, init_text: str, bindings_text: str):
         self.version = None
-        self.top: Set[str] = set()
-        self.classes: Dict[str, Tuple[Set[str], Tuple[str, ...]]] = {}
+        self.top: set[str] = set()
+        self.classes: dict[str, tuple[set[str], tuple[str, ...]]] = {}
         self._read_top(init_text)
         self._read_top(bindings_text)
         self._read_classes(bindings_text)
@@ -124,16 +124,30 @@ def stub_api(tmp_path_factory) -> StubApi:
         root = Path(folder)
     else:
         root = tmp_path_factory.mktemp("trt_stubs")
-        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "--quiet",
-               "--target", str(root), f"tensorrt-stubs=={STUBS_VERSION}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--quiet",
+            "--target",
+            str(root),
+            f"tensorrt-stubs=={STUBS_VERSION}",
+        ]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=180)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            pytest.skip(f"could not download tensorrt-stubs {STUBS_VERSION} from PyPI ({exc}); "
-                        f"set {STUBS_ENV} to an unpacked copy")
+            pytest.skip(
+                f"could not download tensorrt-stubs {STUBS_VERSION} from PyPI ({exc}); "
+                f"set {STUBS_ENV} to an unpacked copy"
+            )
         if proc.returncode != 0:
-            pytest.skip(f"could not download tensorrt-stubs {STUBS_VERSION} from PyPI "
-                        f"(pip: {proc.stderr.strip()[-300:]}); set {STUBS_ENV} to an unpacked copy")
+            pytest.skip(
+                f"could not download tensorrt-stubs {STUBS_VERSION} from PyPI "
+                f"(pip: {proc.stderr.strip()[-300:]}); set {STUBS_ENV} to an unpacked copy"
+            )
     init = root / "tensorrt" / "__init__.pyi"
     bindings = root / "tensorrt_bindings" / "tensorrt.pyi"
     if not (init.is_file() and bindings.is_file()):
@@ -157,11 +171,11 @@ def _chain(node: ast.AST):
     return None
 
 
-def used_names() -> Set[str]:
+def used_names() -> set[str]:
     """Every TensorRT name the adapter's source uses (see the module docstring of trt_adapter)."""
     tree = ast.parse(ADAPTER_SOURCE)
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    used: Set[str] = set()
+    used: set[str] = set()
 
     def add(parts):
         root, rest = parts[0], parts[1:]
@@ -175,14 +189,23 @@ def used_names() -> Set[str]:
             parts = _chain(node)
             if parts:
                 add(parts)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             parts = _chain(node.args[0])
             if parts:
                 add(parts + [node.args[1].value])
         elif isinstance(node, ast.ClassDef) and node.name == "_ProgressMonitor":
-            used.update(f"IProgressMonitor.{f.name}" for f in node.body
-                        if isinstance(f, ast.FunctionDef) and not f.name.startswith("__"))
+            used.update(
+                f"IProgressMonitor.{f.name}"
+                for f in node.body
+                if isinstance(f, ast.FunctionDef) and not f.name.startswith("__")
+            )
     for version in ("10.16.0", "11.1.0"):
         api = trt_adapter.api_for(version)
         used.update(f"IPluginRegistry.{m}" for m in api.creator_lookup + api.creator_listing)
@@ -204,7 +227,11 @@ class TestNamesAgainstStubs:
         assert set(trt_adapter.TRT_API) - used <= THROUGH_POLYGRAPHY, "TRT_API lists names nothing uses"
 
     def test_every_tensorrt_10_name_exists_in_the_stubs(self, stub_api):
-        missing = [name for name, majors in trt_adapter.TRT_API.items() if 10 in majors and not stub_api.resolve(name)]
+        missing = [
+            name
+            for name, majors in trt_adapter.TRT_API.items()
+            if 10 in majors and not stub_api.resolve(name)
+        ]
         assert missing == []
 
     def test_no_removed_name_on_the_tensorrt_11_path(self):
@@ -258,8 +285,17 @@ class _Registry:
         if name in self._removed:
             raise AttributeError(name)
         if name in ("get_creator", "get_plugin_creator"):
+
             def lookup(n, v, ns):
-                return next((c for c in self._creators if (c.name, c.plugin_version, c.plugin_namespace) == (n, v, ns)), None)
+                return next(
+                    (
+                        c
+                        for c in self._creators
+                        if (c.name, c.plugin_version, c.plugin_namespace) == (n, v, ns)
+                    ),
+                    None,
+                )
+
             return lookup
         if name in ("all_creators", "plugin_creator_list"):
             return list(self._creators)
@@ -273,14 +309,24 @@ def _creator(name="ModulatedDeformConv2d", version="1", namespace="dcnconvert"):
 def fake_trt(version: str, creators=()):
     removed = {"get_plugin_creator", "plugin_creator_list"} if version.startswith("11") else set()
     registry = _Registry(list(creators), removed)
-    module = types.SimpleNamespace(__version__=version, get_plugin_registry=lambda: registry,
-                                   init_libnvinfer_plugins=lambda logger, ns: True)
+    module = types.SimpleNamespace(
+        __version__=version,
+        get_plugin_registry=lambda: registry,
+        init_libnvinfer_plugins=lambda logger, ns: True,
+    )
     return module, registry
 
 
 class TestVersions:
-    @pytest.mark.parametrize("version, flags, strongly", [("10.3.0", True, False), ("10.16.0", True, False),
-                                                          ("11.1.0", False, True), ("11.0.0.1", False, True)])
+    @pytest.mark.parametrize(
+        "version, flags, strongly",
+        [
+            ("10.3.0", True, False),
+            ("10.16.0", True, False),
+            ("11.1.0", False, True),
+            ("11.0.0.1", False, True),
+        ],
+    )
     def test_api_for(self, version, flags, strongly):
         api = trt_adapter.api_for(version)
         assert (api.precision_flags, api.always_strongly_typed) == (flags, strongly)
@@ -296,10 +342,15 @@ class TestVersions:
     @pytest.mark.parametrize("version", ["10.16.0", "11.1.0"])
     def test_find_and_list_creators(self, version):
         trt, registry = fake_trt(version, [_creator(), _creator(version="2", namespace="")])
-        assert trt_adapter.find_creator(trt, "ModulatedDeformConv2d", "1", "dcnconvert").plugin_namespace == "dcnconvert"
+        assert (
+            trt_adapter.find_creator(trt, "ModulatedDeformConv2d", "1", "dcnconvert").plugin_namespace
+            == "dcnconvert"
+        )
         assert trt_adapter.find_creator(trt, "ModulatedDeformConv2d", "3", "") is None
-        assert trt_adapter.list_creators(trt) == [("ModulatedDeformConv2d", "1", "dcnconvert"),
-                                                  ("ModulatedDeformConv2d", "2", "")]
+        assert trt_adapter.list_creators(trt) == [
+            ("ModulatedDeformConv2d", "1", "dcnconvert"),
+            ("ModulatedDeformConv2d", "2", ""),
+        ]
         if version.startswith("11"):
             assert not {"get_plugin_creator", "plugin_creator_list"} & set(registry.reads)
         else:  # on 10 the legacy lookup is tried after get_creator misses
@@ -378,8 +429,8 @@ class TestLoadTensorrt:
 class _Recorder:
     """Stands in for EngineBytesFromNetwork: records what it was given; calling it returns bytes."""
 
-    calls: list = []
-    error = None
+    calls: ClassVar[list] = []
+    error: ClassVar[Exception | None] = None
 
     def __init__(self, network, config=None, save_timing_cache=None):
         self.network, self.config, self.save_timing_cache = network, config, save_timing_cache
@@ -406,16 +457,26 @@ class TestBuildGlue:
             def __init__(self):
                 pass
 
-        return types.SimpleNamespace(__version__=version, IProgressMonitor=Monitor,
-                                     MemoryPoolType=types.SimpleNamespace(WORKSPACE="WORKSPACE"))
+        return types.SimpleNamespace(
+            __version__=version,
+            IProgressMonitor=Monitor,
+            MemoryPoolType=types.SimpleNamespace(WORKSPACE="WORKSPACE"),
+        )
 
     def test_tensorrt_10_builder_flags(self, recorder, tmp_path):
         cache = tmp_path / "cache.bin"
         cache.write_bytes(b"old")
         data = trt_adapter.build_engine_bytes(
-            self._trt("10.16.0"), tmp_path / "m.onnx", plugin_libraries=[tmp_path / "lib.so"],
-            precision_flags={"fp16": True}, tf32=True, workspace=2**30, builder_optimization_level=4,
-            timing_cache=cache, profiles=[{"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))}])
+            self._trt("10.16.0"),
+            tmp_path / "m.onnx",
+            plugin_libraries=[tmp_path / "lib.so"],
+            precision_flags={"fp16": True},
+            tf32=True,
+            workspace=2**30,
+            builder_optimization_level=4,
+            timing_cache=cache,
+            profiles=[{"x": ((1, 3, 8, 8), (2, 3, 8, 8), (4, 3, 8, 8))}],
+        )
         assert data == b"serialized-engine"
         (call,) = recorder.calls
         config = call.config
@@ -430,8 +491,13 @@ class TestBuildGlue:
 
     @pytest.mark.parametrize("version, expect_flag", [("10.16.0", True), ("11.1.0", False)])
     def test_graph_cast_strongly_typed(self, recorder, tmp_path, version, expect_flag):
-        trt_adapter.build_engine_bytes(self._trt(version), tmp_path / "m.onnx", strongly_typed=True,
-                                       timing_cache=tmp_path / "new.cache", progress=False)
+        trt_adapter.build_engine_bytes(
+            self._trt(version),
+            tmp_path / "m.onnx",
+            strongly_typed=True,
+            timing_cache=tmp_path / "new.cache",
+            progress=False,
+        )
         (call,) = recorder.calls
         # TensorRT 11 networks are always strongly typed: the deprecated flag is not asked for there
         assert call.network.obj.strongly_typed is expect_flag
@@ -457,10 +523,15 @@ class TestEngineInputs:
         class Engine:
             num_io_tensors = 4
             num_optimization_profiles = 1
-            names = ["x", "s", "h", "y"]
-            modes = {"x": "IN", "s": "IN", "h": "IN", "y": "OUT"}
-            dtypes = {"x": DataType.FLOAT32, "s": DataType.INT64, "h": DataType.FLOAT16, "y": DataType.FLOAT32}
-            shapes = {"x": [-1, 3, -1, -1], "s": [2], "h": [1, 2], "y": [-1, 5]}
+            names: ClassVar[list] = ["x", "s", "h", "y"]
+            modes: ClassVar[dict] = {"x": "IN", "s": "IN", "h": "IN", "y": "OUT"}
+            dtypes: ClassVar[dict] = {
+                "x": DataType.FLOAT32,
+                "s": DataType.INT64,
+                "h": DataType.FLOAT16,
+                "y": DataType.FLOAT32,
+            }
+            shapes: ClassVar[dict] = {"x": [-1, 3, -1, -1], "s": [2], "h": [1, 2], "y": [-1, 5]}
 
             def get_tensor_name(self, i):
                 return self.names[i]
@@ -478,12 +549,16 @@ class TestEngineInputs:
                 assert index == 0
                 return [[1, 3, 8, 8], [2, 3, 16, 16], [4, 3, 32, 32]]
 
-        monkeypatch.setattr(trt_adapter, "_engine_loader", lambda path, libs: (lambda: Engine()))
+        monkeypatch.setattr(trt_adapter, "_engine_loader", lambda path, libs: lambda: Engine())
         trt = types.SimpleNamespace(__version__="11.1.0", TensorIOMode=types.SimpleNamespace(INPUT="IN"))
         got = trt_adapter.engine_inputs(trt, tmp_path / "m.engine")
         assert got == [
-            {"name": "x", "dtype": "float32", "shape": [-1, 3, -1, -1],
-             "profile0": [[1, 3, 8, 8], [2, 3, 16, 16], [4, 3, 32, 32]]},
+            {
+                "name": "x",
+                "dtype": "float32",
+                "shape": [-1, 3, -1, -1],
+                "profile0": [[1, 3, 8, 8], [2, 3, 16, 16], [4, 3, 32, 32]],
+            },
             {"name": "s", "dtype": "int64", "shape": [2], "profile0": None},
             {"name": "h", "dtype": "float16", "shape": [1, 2], "profile0": None},
         ]

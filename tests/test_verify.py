@@ -11,15 +11,22 @@ import pytest
 from onnx import TensorProto as TP
 from polygraphy.comparator.struct import RunResults
 from polygraphy.json import from_json
+from test_build import FakeAdapter
 
 from dcnconvert import evaluate, rewrite, samples, shapes, verify
 from dcnconvert.build import BuildOptions, build_engine
 from dcnconvert.errors import AccuracyError, ModelError, UsageError
 from dcnconvert.shapes import InputInfo
-from test_build import FakeAdapter
 
-FORMS_FOR_ORT = ["mmcv.MMCVModulatedDeformConv2d", "mmdeploy.MMCVDeformConv2d", "onnx.DeformConv",
-                 "paddle2onnx.DeformConv", "tao.ModulatedDeformConv2d", "centernet.DCNv2", "tensorrt_pro.Plugin.DCNv2"]
+FORMS_FOR_ORT = [
+    "mmcv.MMCVModulatedDeformConv2d",
+    "mmdeploy.MMCVDeformConv2d",
+    "onnx.DeformConv",
+    "paddle2onnx.DeformConv",
+    "tao.ModulatedDeformConv2d",
+    "centernet.DCNv2",
+    "tensorrt_pro.Plugin.DCNv2",
+]
 
 
 def _results(outputs: dict, name: str) -> RunResults:
@@ -30,8 +37,12 @@ def _results(outputs: dict, name: str) -> RunResults:
 
 class TestInputs:
     def test_seeded_random_inputs(self):
-        infos = [InputInfo("x", (2, 3, 4, 5)), InputInfo("i", (3,), TP.INT64), InputInfo("h", (2, 2), TP.FLOAT16),
-                 InputInfo("b", (4,), TP.BOOL)]
+        infos = [
+            InputInfo("x", (2, 3, 4, 5)),
+            InputInfo("i", (3,), TP.INT64),
+            InputInfo("h", (2, 2), TP.FLOAT16),
+            InputInfo("b", (4,), TP.BOOL),
+        ]
         shape_map = shapes.concrete_shapes(infos)
         a = verify.make_inputs(infos, shape_map, seed=1)
         b = verify.make_inputs(infos, shape_map, seed=1)
@@ -106,7 +117,10 @@ def test_reference_run_matches_numpy_reference(form, tmp_path):
 class TestCompare:
     def _ref(self):
         rng = np.random.default_rng(0)
-        return {"y": rng.uniform(-2, 2, (2, 3, 4)).astype(np.float32), "z": rng.uniform(1, 2, (5,)).astype(np.float32)}
+        return {
+            "y": rng.uniform(-2, 2, (2, 3, 4)).astype(np.float32),
+            "z": rng.uniform(1, 2, (5,)).astype(np.float32),
+        }
 
     def test_pass_and_stats(self):
         ref = self._ref()
@@ -147,16 +161,35 @@ class TestCompare:
 
 
 def test_commands():
-    cmds = verify.polygraphy_commands(Path("out.engine"), Path("m.onnx"), plugin="$(dcnconvert plugin-path)",
-                                      inputs_file="in.json", ref_file="ref.json", atol=0.01, rtol=0.02,
-                                      engine_shapes={"x": (1, 3, 8, 8)})
+    cmds = verify.polygraphy_commands(
+        Path("out.engine"),
+        Path("m.onnx"),
+        plugin="$(dcnconvert plugin-path)",
+        inputs_file="in.json",
+        ref_file="ref.json",
+        atol=0.01,
+        rtol=0.02,
+        engine_shapes={"x": (1, 3, 8, 8)},
+    )
     assert cmds[0] == "dcnconvert reference m.onnx -o m.reference.onnx"
     assert cmds[1] == "polygraphy run m.reference.onnx --onnxrt --load-inputs in.json --save-outputs ref.json"
-    assert cmds[2].startswith("polygraphy run out.engine --model-type engine --trt --plugins $(dcnconvert plugin-path) "
-                              "--load-inputs in.json --load-outputs ref.json --atol 0.01 --rtol 0.02")
-    assert cmds[3] == "trtexec --loadEngine=out.engine --staticPlugins=$(dcnconvert plugin-path) --shapes=x:1x3x8x8"
-    none = verify.polygraphy_commands(Path("a b.engine"), Path("m.onnx"), plugin=None, inputs_file="i.json",
-                                      ref_file="r.json", atol=1, rtol=1)
+    assert cmds[2].startswith(
+        "polygraphy run out.engine --model-type engine --trt --plugins $(dcnconvert plugin-path) "
+        "--load-inputs in.json --load-outputs ref.json --atol 0.01 --rtol 0.02"
+    )
+    assert (
+        cmds[3]
+        == "trtexec --loadEngine=out.engine --staticPlugins=$(dcnconvert plugin-path) --shapes=x:1x3x8x8"
+    )
+    none = verify.polygraphy_commands(
+        Path("a b.engine"),
+        Path("m.onnx"),
+        plugin=None,
+        inputs_file="i.json",
+        ref_file="r.json",
+        atol=1,
+        rtol=1,
+    )
     assert "--plugins" not in none[2] and "'a b.engine'" in none[2]
 
 
@@ -169,8 +202,11 @@ class TestVerifyFlow:
         fake = FakeAdapter(version, **kwargs)
         lib = tmp_path / "lib.so"
         lib.write_bytes(b"x")
-        opts = BuildOptions(precision=precision, plugin_lib=lib,
-                            shapes=("x:2x4x7x9 offset:2x18x7x9 mask:2x9x7x9",) if dynamic else ())
+        opts = BuildOptions(
+            precision=precision,
+            plugin_lib=lib,
+            shapes=("x:2x4x7x9 offset:2x18x7x9 mask:2x9x7x9",) if dynamic else (),
+        )
         engine = tmp_path / "m.engine"
         build_engine(rewritten, engine, opts, trt_adapter=fake)
         model_path = tmp_path / "m.onnx"
@@ -180,8 +216,13 @@ class TestVerifyFlow:
     @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
     def test_passes(self, tmp_path, precision):
         original, path, engine, fake, lib = self._engine(tmp_path, precision)
-        opts = verify.VerifyOptions(precision=precision, plugin_lib=lib, save_inputs=tmp_path / "in.json",
-                                    save_outputs=tmp_path / "ref.json", print_commands=True)
+        opts = verify.VerifyOptions(
+            precision=precision,
+            plugin_lib=lib,
+            save_inputs=tmp_path / "in.json",
+            save_outputs=tmp_path / "ref.json",
+            print_commands=True,
+        )
         payload = verify.verify_engine(engine, original, path, opts, trt_adapter=fake)
         assert payload["passed"] and payload["comparison"][0]["output"] == "y"
         if precision != "fp32":
@@ -192,17 +233,26 @@ class TestVerifyFlow:
 
     def test_dynamic_engine_uses_profile_shapes(self, tmp_path):
         original, path, engine, fake, lib = self._engine(tmp_path, "fp32", dynamic=True)
-        payload = verify.verify_engine(engine, original, path, verify.VerifyOptions(plugin_lib=lib), trt_adapter=fake)
+        payload = verify.verify_engine(
+            engine, original, path, verify.VerifyOptions(plugin_lib=lib), trt_adapter=fake
+        )
         assert payload["comparison"][0]["shape"] == [2, 6, 7, 9]
 
     def test_mismatch_raises_with_payload(self, tmp_path):
         original, path, engine, fake, lib = self._engine(tmp_path, "fp32", noise=1e-2)
         with pytest.raises(AccuracyError) as info:
-            verify.verify_engine(engine, original, path, verify.VerifyOptions(plugin_lib=lib), trt_adapter=fake)
+            verify.verify_engine(
+                engine, original, path, verify.VerifyOptions(plugin_lib=lib), trt_adapter=fake
+            )
         assert info.value.exit_code == 3
         assert info.value.payload["passed"] is False and info.value.payload["comparison"][0]["mismatches"] > 0
 
     def test_missing_engine(self, tmp_path):
         with pytest.raises(UsageError, match="does not exist"):
-            verify.verify_engine(tmp_path / "none.engine", None, tmp_path / "m.onnx", verify.VerifyOptions(),
-                                 trt_adapter=FakeAdapter())
+            verify.verify_engine(
+                tmp_path / "none.engine",
+                None,
+                tmp_path / "m.onnx",
+                verify.VerifyOptions(),
+                trt_adapter=FakeAdapter(),
+            )
