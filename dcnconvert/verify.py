@@ -420,9 +420,8 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
         inputs_file=str(options.save_inputs or "INPUTS.json"),
         ref_file=str(options.save_outputs or "REF.json"),
         atol=atol, rtol=rtol, engine_shapes={k: v.shape for k, v in feeds.items()})
-    if options.print_commands:
-        for line in commands:
-            LOG.info("equivalent: %s", line)
+    for line in commands:
+        LOG.debug("equivalent: %s", line)
     payload = {"passed": passed, "comparison": rows, "tolerances": {"atol": atol, "rtol": rtol,
                "precision": options.precision, "rule": "fail if abs > atol and rel > rtol"},
                "commands": commands, "outputs": written, "timings": dict(timer.timings)}
@@ -430,8 +429,10 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
         bad = [r["output"] for r in rows if not r["passed"]]
         exc = AccuracyError(f"the engine's output(s) {bad} differ from the ONNX Runtime reference beyond "
                             f"atol={atol:g}/rtol={rtol:g}",
-                            hint="see the table for the errors; loosen --atol/--rtol if they are expected "
-                            "for this precision, or re-run with -v")
+                            hint=("if the engine is FP16/BF16, pass --precision fp16/bf16 (its default "
+                                  "tolerances); " if options.precision == "fp32" else "")
+                            + "see the table for the errors; loosen --atol/--rtol if they are expected for "
+                            "this precision")
         exc.payload = payload  # type: ignore[attr-defined] # read by cli_common.run_command
         raise exc
     return payload
