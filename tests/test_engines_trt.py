@@ -50,7 +50,7 @@ def _materialise(sample, tmp_path: Path) -> Path:
 def _shape_args(path: Path) -> list:
     """--shapes for every dynamic input, from the sample's stored dims (batch 2 where it is free)."""
     model = onnx.load(str(path), load_external_data=False)
-    sizes = {"N": 2, **{k: v for k, v in samples.sample_dims(model).items() if k != "N"}}
+    sizes = {"N": 2, "batch": 2, **{k: v for k, v in samples.sample_dims(model).items() if k != "N"}}
     args = []
     for info in shapes.model_inputs(model):
         if info.is_dynamic:

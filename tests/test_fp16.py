@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from dcnconvert import evaluate, fp16, rewrite, samples, schema
+from dcnconvert import evaluate, fp16, rewrite, samples, schema, shapes
 from dcnconvert.errors import UnsupportedNodeError, UsageError
 
 LOW = {"fp16": TP.FLOAT16, "bf16": TP.BFLOAT16}
@@ -299,3 +301,34 @@ class TestErrors:
         model.graph.input.append(helper.make_tensor_value_info("cond", TP.BOOL, []))
         with pytest.raises(UnsupportedNodeError, match="subgraph"):
             fp16.cast_model(model, "fp16")
+
+
+SAMPLE_FILES = sorted((Path(__file__).resolve().parents[1] / "sample_models").glob("*.onnx"))
+
+
+def _feeds_for(model: onnx.ModelProto, seed: int) -> dict:
+    """Inputs for a sample model: the samples' own generator where it knows the dims, else N(0, 1)."""
+    if samples.sample_dims(model):
+        return samples.input_feeds(model, seed=seed)
+    sizes = {"batch": 2, "height": 12, "width": 10}
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for info in shapes.model_inputs(model):
+        dims = [d if isinstance(d, int) else sizes.get(d, 2) for d in info.dims]
+        feeds[info.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
+
+
+@pytest.mark.skipif(not SAMPLE_FILES, reason="sample_models/*.onnx not generated (make samples)")
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=[p.stem for p in SAMPLE_FILES])
+def test_every_sample_model(path, precision):
+    original = onnx.load(str(path))
+    rewritten, _ = rewrite.rewrite_model(original)
+    cast, report = fp16.cast_model(rewritten, precision)
+    _check_structure(cast, precision)
+    assert report.plugin_nodes >= 1
+    feeds = _feeds_for(original, seed=9)
+    ref = evaluate.run_model(rewritten, feeds)
+    got = evaluate.run_model(cast, feeds, backend="reference")
+    assert _max_scaled_error(ref, got) < TOL[precision]
