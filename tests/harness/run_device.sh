@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs the plugin harness on a GPU machine: builds the plugin + harness against every TensorRT header
+# folder in TENSORRT_INCLUDE_DIR (os.pathsep-separated), runs the CPU and GPU harness tests and the
+# contract tests with pytest, the GPU harness once under compute-sanitizer, and `make plugin` for all
+# architectures. Logs go to ${OUT:-build/device-logs}.
+#
+#   TENSORRT_INCLUDE_DIR=/a/include:/b/include tests/harness/run_device.sh
+set -u
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-build/device-logs}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+: "${TENSORRT_INCLUDE_DIR:?set TENSORRT_INCLUDE_DIR to one or more TensorRT include folders}"
+export TENSORRT_INCLUDE_DIR
+status=0
+
+{
+    nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv
+    nvcc --version | tail -2
+    python3 -c "import numpy, cupy; print('numpy', numpy.__version__, 'cupy', cupy.__version__)"
+} > "$OUT/environment.txt" 2>&1
+
+python3 -m pytest -v -rA -s -p no:cacheprovider tests/test_plugin_harness.py tests/test_plugin_contract.py \
+    > "$OUT/pytest.log" 2>&1 || status=1
+tail -n 40 "$OUT/pytest.log"
+
+# Full harness logs per header set, and one GPU run under compute-sanitizer (memcheck).
+first=1
+for tag_dir in build/test-plugin/trt*; do
+    [ -x "$tag_dir/dcn_harness" ] || continue
+    tag=$(basename "$tag_dir")
+    "$tag_dir/dcn_harness" cpu "$PWD/$tag_dir/libdcnconvert_plugin.so" > "$OUT/harness-cpu-$tag.log" 2>&1 || status=1
+    mkdir -p "$OUT/gpu-$tag"
+    "$tag_dir/dcn_harness" gpu "$PWD/$tag_dir/libdcnconvert_plugin.so" "$OUT/gpu-$tag" > "$OUT/harness-gpu-$tag.log" 2>&1 || status=1
+    rm -f "$OUT/gpu-$tag"/*.bin
+    tail -n 1 "$OUT/harness-cpu-$tag.log" "$OUT/harness-gpu-$tag.log"
+    if [ "$first" = 1 ] && command -v compute-sanitizer > /dev/null; then
+        mkdir -p "$OUT/sanitize"
+        timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$tag_dir/dcn_harness" gpu "$PWD/$tag_dir/libdcnconvert_plugin.so" "$OUT/sanitize" \
+            > "$OUT/memcheck-$tag.log" 2>&1 || status=1
+        rm -f "$OUT/sanitize"/*.bin
+        tail -n 3 "$OUT/memcheck-$tag.log"
+        first=0
+    fi
+done
+
+# The shipped build: all architectures, installed into a scratch folder (not the package).
+inc="${TENSORRT_INCLUDE_DIR##*:}"
+make -C plugin_src plugin TENSORRT_INCLUDE_DIR="$inc" PLUGIN_INSTALL_DIR="$OUT/install" \
+    > "$OUT/make-plugin.log" 2>&1 || status=1
+tail -n 2 "$OUT/make-plugin.log"
+if command -v cuobjdump > /dev/null && [ -f "$OUT/install/libdcnconvert_plugin.so" ]; then
+    cuobjdump --list-elf --list-ptx "$OUT/install/libdcnconvert_plugin.so" > "$OUT/cuobjdump.txt" 2>&1
+    rm -f "$OUT/install/libdcnconvert_plugin.so"
+fi
+echo "run_device.sh status $status"
+exit $status
