@@ -1,6 +1,6 @@
 /*
  * dcnconvert core API: no TensorRT include. Used by the IPluginV3 glue (plugin_src/trt), by the
- * C entry point (dcnCApi.h) for tests and benchmarks, and by nothing else.
+ * tests and benchmarks through ctypes (dcnconvert/_core_ctypes.py): these functions are the C entry point.
  */
 #ifndef DCN_FORWARD_H
 #define DCN_FORWARD_H
