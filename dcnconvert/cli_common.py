@@ -189,6 +189,30 @@ class _WarningCollector(logging.Handler):
             self.result.add_warning(record.getMessage())
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr(real_stdout: Any) -> Iterator[None]:
+    """Send everything written to stdout, by Python code or by C libraries writing to file
+    descriptor 1, to stderr; stdout is kept for the command's result."""
+    fd_saved = None
+    try:
+        if real_stdout.fileno() == 1 and sys.stderr.fileno() == 2:
+            real_stdout.flush()
+            fd_saved = os.dup(1)
+            os.dup2(2, 1)
+    except (AttributeError, OSError, ValueError):  # not a real file (CliRunner, pytest capture)
+        fd_saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        if fd_saved is not None:
+            try:
+                sys.stderr.flush()
+            finally:
+                os.dup2(fd_saved, 1)
+                os.close(fd_saved)
+
+
 def _echo_err(text: str) -> None:
     click.echo(text, err=True)
 
@@ -232,7 +256,7 @@ def run_command(
     start = time.perf_counter()
     try:
         try:
-            with contextlib.redirect_stdout(sys.stderr):
+            with _stdout_to_stderr(real_stdout):
                 payload = fn()
             result.merge(payload)
         except errors.DcnConvertError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,6 +189,40 @@ class TestRunCommand:
         silent = CliRunner().invoke(_demo_command(), ["-qq", "--json"])
         assert "a warning" not in silent.stderr
         assert json.loads(silent.stdout)["warnings"] == ["a warning"]  # still collected
+
+
+def test_c_level_stdout_goes_to_stderr(tmp_path):
+    """Output that a C library writes to file descriptor 1 does not reach the JSON stream."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "demo.py"
+    script.write_text(textwrap.dedent("""\
+        import os, click
+        from dcnconvert.cli_common import common_options, run_command
+
+        @click.command()
+        @common_options
+        def demo(json_mode):
+            def work():
+                os.write(1, b"raw fd-1 output\\n")
+                print("python print")
+                return {"answer": 1}
+            run_command("demo", json_mode, work, render=lambda r: "rendered")
+
+        demo()
+        """))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for args, expected in ((["--json"], None), ([], "rendered\n")):
+        proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=env,
+                              timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "raw fd-1 output" in proc.stderr and "python print" in proc.stderr
+        if expected is None:
+            assert json.loads(proc.stdout)["answer"] == 1 and proc.stdout.count("\n") == 1
+        else:
+            assert proc.stdout == expected
 
 
 class TestLog:
