@@ -256,3 +256,43 @@ class TestVerifyFlow:
                 verify.VerifyOptions(),
                 trt_adapter=FakeAdapter(),
             )
+
+
+class TestPrepareReference:
+    """Everything before TensorRT, on its own: given inputs, saved files, shapes for dynamic models."""
+
+    def test_given_inputs_and_saved_files(self, tmp_path):
+        model = samples.build("centernet.DCNv2", seed=5)
+        feeds = samples.input_feeds(model, seed=2)
+        np.savez(tmp_path / "in.npz", **feeds)
+        opts = verify.VerifyOptions(
+            inputs=tmp_path / "in.npz", save_inputs=tmp_path / "in.json", save_outputs=tmp_path / "ref.json"
+        )
+        got_feeds, ref, written = verify.prepare_reference(model, opts)
+        assert all(np.array_equal(got_feeds[k], feeds[k]) for k in feeds)
+        assert written == {
+            "inputs": str(tmp_path / "in.json"),
+            "reference_outputs": str(tmp_path / "ref.json"),
+        }
+        rewritten, _ = rewrite.rewrite_model(model)
+        np.testing.assert_allclose(
+            ref[verify.REFERENCE_RUNNER][0]["y"],
+            evaluate.run_model(rewritten, feeds)["y"],
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        assert set(verify.load_inputs(tmp_path / "in.json")) == set(feeds)
+
+    def test_dynamic_model_needs_shapes(self):
+        model = samples.build("mmcv.MMCVDeformConv2d", dynamic=True, seed=5)
+        with pytest.raises(UsageError, match="dynamic inputs without shapes"):
+            verify.prepare_reference(model, verify.VerifyOptions())
+        opts = verify.VerifyOptions(shapes=("x:3x4x7x9 offset:3x18x7x9",), seed=1)
+        feeds, ref, _ = verify.prepare_reference(model, opts)
+        assert feeds["x"].shape == (3, 4, 7, 9) and ref[verify.REFERENCE_RUNNER][0]["y"].shape[0] == 3
+
+    def test_inputs_that_do_not_fit(self, tmp_path):
+        model = samples.build("centernet.DCNv2", seed=5)
+        np.savez(tmp_path / "in.npz", x=np.zeros((1, 4, 7, 9), np.float32))
+        with pytest.raises(UsageError, match="missing"):
+            verify.prepare_reference(model, verify.VerifyOptions(inputs=tmp_path / "in.npz"))
