@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import trt_header_dirs
+
 from dcnconvert import schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
-import plugin_build as pb  # noqa: E402
+import plugin_build as pb
 
 TRT_DIR = pb.PLUGIN_SRC / "trt"
 HEADER = (TRT_DIR / "dcnPlugin.h").read_text()
@@ -35,7 +35,7 @@ def _constant(name: str) -> str:
 
 
 def _source_fields() -> list[tuple[str, str, int]]:
-    table = re.search(r"kDCN_FIELDS\[kDCN_NB_FIELDS\] = \{(.*?)\};", HEADER, re.S)
+    table = re.search(r"kDCN_FIELDS\[kDCN_NB_FIELDS\] = \{(.*?)\};", HEADER, re.DOTALL)
     assert table, "kDCN_FIELDS table not found in dcnPlugin.h"
     rows = re.findall(r'\{"(\w+)", nvinfer1::PluginFieldType::k(\w+), (\d+)\}', table.group(1))
     count = re.search(r"constexpr int32_t kDCN_NB_FIELDS\{(\d+)\};", HEADER)
@@ -73,16 +73,16 @@ class TestSource:
     def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:
         source = (TRT_DIR / "registration.cpp").read_text()
         assert "registerCreator(creatorInterface(), kDCN_PLUGIN_NAMESPACE)" in source
-        exported = set(re.findall(r"^DCN_EXPORT [^\n(]*?\b(\w+)\(", source, re.M))
+        exported = set(re.findall(r"^DCN_EXPORT [^\n(]*?\b(\w+)\(", source, re.MULTILINE))
         assert exported == EXPORTED
         mapped = (TRT_DIR / "exports.map").read_text()
-        globals_ = re.search(r"global:(.*?)local:", mapped, re.S)
+        globals_ = re.search(r"global:(.*?)local:", mapped, re.DOTALL)
         assert globals_ and set(re.findall(r"(\w+);", globals_.group(1))) == EXPORTED
         assert re.search(r"local:\s*\*;", mapped)
 
     def test_no_abort_exit_or_assert_in_the_glue(self) -> None:
         for path in sorted(TRT_DIR.glob("*.[ch]*")):
-            code = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(), flags=re.S)
+            code = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(), flags=re.DOTALL)
             for word in ("abort", "exit", "assert", "terminate"):
                 assert not re.search(rf"\b(?:std::)?{word}\s*\(", code), f"{path.name} calls {word}"
 
@@ -95,7 +95,7 @@ class TestSource:
         offenders = []
         for name in ("dcnPlugin.cpp", "dcnPluginCreator.cpp", "registration.cpp"):
             code = (TRT_DIR / name).read_text()
-            for match in re.finditer(r"\n(\S[^;{}]*?\)\s*(?:const\s*)?noexcept)\n\{\n(.*?)\n\}\n", code, re.S):
+            for match in re.finditer(r"\n(\S[^;{}]*?\)\s*(?:const\s*)?noexcept)\n\{\n(.*?)\n\}\n", code, re.DOTALL):
                 signature, body = match.group(1), match.group(2)
                 function = signature.split("(")[0].split()[-1]
                 checked.append(function)

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import trt_header_dirs
+
 from dcnconvert.reference import modulated_deform_conv2d
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
-import plugin_build as pb  # noqa: E402
+import plugin_build as pb
 
 HEADER_DIRS = trt_header_dirs()
 
@@ -189,7 +189,7 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
         l2_bound, rel_bound, abs_bound = TOLERANCES[dtype]
         elementwise_ok = bool((err <= rel_bound * np.abs(ref) + abs_bound * scale).all())
         rows.append(
-            f"{case['name']:<24} {dtype:<9} out {str(case['shapes']['out']):<18} max|err| {err.max():.3e} "
+            f"{case['name']:<24} {dtype:<9} out {case['shapes']['out']!s:<18} max|err| {err.max():.3e} "
             f"(max|ref| {scale:.3e})  rel L2 {rel_l2:.3e}  bitwise-runtime {case['runtime_bitwise_identical']}"
         )
         if not (finite and rel_l2 <= l2_bound and elementwise_ok and case["runtime_bitwise_identical"]):

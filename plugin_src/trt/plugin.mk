@@ -3,8 +3,9 @@
 #   make plugin    build/plugin/libdcnconvert_plugin.so, copied to dcnconvert/_lib/
 #   make harness   build/plugin/dcn_harness (drives the plugin as TensorRT does; tests/harness/)
 #
-#   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h (else the usual install folders, see below)
-#   TRT_ROOT              a TensorRT tarball; $(TRT_ROOT)/include is searched
+#   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h, used as given (no fallback when it lacks NvInfer.h)
+#   TRT_ROOT              a TensorRT tarball; $(TRT_ROOT)/include is searched first, then the usual
+#                         install folders (TRT_SEARCH_DIRS below)
 #   PLUGIN_BUILD_DIR      where the plugin objects, library and harness go (default build/plugin)
 #   PLUGIN_INSTALL_DIR    where `make plugin` copies the library (default dcnconvert/_lib)
 #
@@ -17,8 +18,8 @@ TRT_ROOT ?=
 PLUGIN_BUILD_DIR ?= $(BUILD_DIR)/plugin
 PLUGIN_INSTALL_DIR ?= $(abspath $(CURDIR)/../dcnconvert/_lib)
 
-TRT_SEARCH_DIRS := /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu /usr/local/tensorrt/include \
-                   /opt/tensorrt/include $(if $(TRT_ROOT),$(TRT_ROOT)/include)
+TRT_SEARCH_DIRS := $(if $(TRT_ROOT),$(TRT_ROOT)/include) /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu \
+                   /usr/include /usr/local/tensorrt/include /opt/tensorrt/include
 ifneq ($(strip $(TENSORRT_INCLUDE_DIR)),)
 # An explicit folder is used as given (no silent fallback to another TensorRT).
 TRT_INCLUDE := $(if $(wildcard $(TENSORRT_INCLUDE_DIR)/NvInfer.h),$(TENSORRT_INCLUDE_DIR))

@@ -72,7 +72,7 @@ def make(target: str, *args: str, timeout: float = 900) -> subprocess.CompletedP
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build(include_dir: Path) -> Built:
     """Builds libdcnconvert_plugin.so and dcn_harness against ``include_dir`` (cached per folder)."""
     compiler = nvcc()
