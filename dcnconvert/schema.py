@@ -2,7 +2,7 @@
 
 Everything that names the plugin (op type, version, namespace, ONNX domain, attribute names) is
 defined here once. The C++ creator in ``plugin_src/trt`` declares the same values; a contract test
-(``tests/test_schema_contract.py``) reads them out of the C++ source and compares.
+(``tests/test_plugin_contract.py``) reads them out of the C++ source and compares.
 """
 
 from __future__ import annotations
