@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from dcnconvert import evaluate, fp16, rewrite, samples, schema, shapes
+from dcnconvert import evaluate, fp16, fp16_plan, rewrite, samples, schema, shapes
 from dcnconvert.errors import UnsupportedNodeError, UsageError
 
 LOW = {"fp16": TP.FLOAT16, "bf16": TP.BFLOAT16}
@@ -19,7 +19,7 @@ TOL = {"fp16": 1e-2, "bf16": 4e-2}
 
 
 def _plugin_input_types(model: onnx.ModelProto) -> list:
-    types = fp16._infer_types(model)
+    types = fp16_plan.infer_types(model)
     return [
         [types.get(name) for name in node.input if name]
         for node in model.graph.node
@@ -264,7 +264,7 @@ class TestNetwork:
         _check_structure(cast, "fp16")
         kept = {k["node"] for k in report.kept_fp32}
         assert {"relu", "sigmoid"} <= kept
-        types = fp16._infer_types(cast)
+        types = fp16_plan.infer_types(cast)
         relu = next(n for n in cast.graph.node if n.name == "relu")
         assert types[relu.output[0]] == TP.FLOAT
 
