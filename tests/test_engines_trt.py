@@ -22,7 +22,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-from dcnconvert import samples, shapes, trt_adapter
+from dcnconvert import samples, shapes, trt_adapter, trt_versions
 from dcnconvert.cli import cli
 
 pytestmark = pytest.mark.tensorrt
@@ -145,7 +145,7 @@ def test_bf16_if_supported(tmp_path, plugin_path):
 def test_trt_builtin_target(tmp_path):
     import tensorrt as trt
 
-    if trt_adapter._version_tuple(trt.__version__)[:2] < (10, 11):
+    if trt_versions.version_tuple(trt.__version__)[:2] < (10, 11):
         pytest.skip("TensorRT's ModulatedDeformConv2d v2 needs TensorRT >= 10.11")
     model = tmp_path / "m.onnx"
     onnx.save(samples.build("onnx.DeformConv", seed=4), str(model))
