@@ -8,7 +8,9 @@
   with ``external_data=True``, get one data file next to the ``.onnx``, named ``<file name>.data``
   (``model.onnx`` -> ``model.onnx.data``); the data file is renamed first, the ``.onnx`` last.
 * :func:`skeleton` makes a cheap copy of a model whose large tensors carry no data, for shape
-  inference, matching and checking without duplicating the weights.
+  inference, matching and checking without duplicating the weights. It and the other tensor
+  helpers (:func:`tensor_nbytes`, :func:`model_size_bytes`, :func:`uses_external_data`,
+  :func:`check_skeleton`) live in :mod:`dcnconvert.onnx_tensors` and are re-exported here.
 
 The input file and the ModelProto passed in are never modified.
 """
@@ -16,18 +18,38 @@ The input file and the ModelProto passed in are never modified.
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Union
 
-import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from dcnconvert.errors import ModelError, OutputError
+from dcnconvert.onnx_tensors import (
+    check_skeleton,
+    copy_light,
+    externalize,
+    iter_tensors,
+    model_size_bytes,
+    skeleton,
+    tensor_nbytes,
+    uses_external_data,
+)
+
+__all__ = [
+    "check_skeleton",
+    "file_uses_external_data",
+    "iter_tensors",
+    "load_model",
+    "model_size_bytes",
+    "save_model",
+    "skeleton",
+    "tensor_nbytes",
+    "uses_external_data",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -40,10 +62,6 @@ EXTERNAL_ALIGNMENT = 64
 #: Single-file saves of models at least this large are written tensor by tensor (no whole-model copy);
 #: smaller ones byte-for-byte as ``onnx.save`` writes them.
 STREAM_MIN_BYTES = 64 * 2**20
-#: ``location`` written into data-less tensors of a :func:`skeleton`.
-SKELETON_LOCATION = "__dcnconvert_skeleton__.bin"
-#: Skeletons keep the data of tensors up to this size (shape-like constants that inference reads).
-SKELETON_KEEP_BYTES = 4096
 
 
 def load_model(path: PathLike) -> onnx.ModelProto:
@@ -101,35 +119,6 @@ def _check_looks_like_onnx(model: onnx.ModelProto, path: Path) -> None:
         )
 
 
-def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every TensorProto of the model: initializers and tensor attributes, in subgraphs and functions too."""
-
-    def from_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-        yield from graph.initializer
-        for node in graph.node:
-            yield from from_nodes_attrs(node)
-
-    def from_nodes_attrs(node: onnx.NodeProto) -> Iterator[onnx.TensorProto]:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            if attr.HasField("g"):
-                yield from from_graph(attr.g)
-            for sub in attr.graphs:
-                yield from from_graph(sub)
-
-    yield from from_graph(model.graph)
-    for func in model.functions:
-        for node in func.node:
-            yield from from_nodes_attrs(node)
-
-
-def uses_external_data(model: onnx.ModelProto) -> bool:
-    """Whether any tensor of ``model`` refers to an external data file."""
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in iter_tensors(model))
-
-
 def file_uses_external_data(path: PathLike) -> bool:
     """Whether the model file at ``path`` keeps (some of) its tensors in external data files.
 
@@ -144,41 +133,6 @@ def file_uses_external_data(path: PathLike) -> bool:
     return uses_external_data(model)
 
 
-def tensor_nbytes(tensor: onnx.TensorProto) -> int:
-    """Size of a tensor's data in bytes (0 for external or empty tensors)."""
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        return 0
-    if tensor.HasField("raw_data"):
-        return len(tensor.raw_data)
-    count = int(np.prod(tensor.dims)) if len(tensor.dims) else 1
-    try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
-    except (KeyError, TypeError, ValueError):
-        itemsize = 4
-    return count * itemsize if _has_typed_data(tensor) else 0
-
-
-def _has_typed_data(tensor: onnx.TensorProto) -> bool:
-    return any(
-        len(getattr(tensor, field))
-        for field in ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
-    )
-
-
-def model_size_bytes(model: onnx.ModelProto) -> int:
-    """Serialized size of ``model`` in bytes (within a few bytes per large tensor).
-
-    ``ByteSize()`` of a model with large weights costs two extra copies of them with protobuf's upb
-    backend, so the size is that of a :func:`skeleton` plus the bytes of the tensors it leaves out.
-    """
-    dropped = sum(n for n in (tensor_nbytes(t) for t in model.graph.initializer) if n > SKELETON_KEEP_BYTES)
-    light = skeleton(model) if dropped else model
-    try:
-        return light.ByteSize() + dropped
-    except (ValueError, OverflowError, MemoryError):  # pragma: no cover - protobuf refuses > 2 GB
-        return sum(tensor_nbytes(t) for t in iter_tensors(model))
-
-
 def _inline_chunks(model: onnx.ModelProto) -> Iterator[bytes]:
     """The encoding of ``model`` in pieces: everything but the initializers, then one per tensor.
 
@@ -186,7 +140,7 @@ def _inline_chunks(model: onnx.ModelProto) -> Iterator[bytes]:
     to the same model (initializer order kept) without one ``bytes`` holding all the weights.
     """
     head = onnx.ModelProto()
-    _copy_light(model, head, None)
+    copy_light(model, head, None)
     yield head.SerializeToString()
     for tensor in model.graph.initializer:
         piece = onnx.ModelProto()
@@ -280,25 +234,6 @@ def _tensor_bytes(tensor: onnx.TensorProto) -> bytes:
     return numpy_helper.to_array(tensor).tobytes()
 
 
-def _externalize(src: onnx.TensorProto, dst: onnx.TensorProto, location: str, offset: int, length: int) -> None:
-    """Fill ``dst`` with ``src``'s metadata and an external reference instead of data."""
-    dst.name = src.name
-    dst.dims.extend(src.dims)
-    dst.data_type = src.data_type
-    if src.doc_string:
-        dst.doc_string = src.doc_string
-    if src.HasField("segment"):
-        dst.segment.CopyFrom(src.segment)
-    for field in ("metadata_props",):
-        if hasattr(src, field):
-            getattr(dst, field).extend(getattr(src, field))
-    dst.data_location = onnx.TensorProto.EXTERNAL
-    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
-        entry = dst.external_data.add()
-        entry.key = key
-        entry.value = value
-
-
 def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> list[Path]:
     data_path = folder / f"{path.name}.data"
     tmp_onnx = _temp_path(folder, path.name)
@@ -317,7 +252,7 @@ def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> list[Pat
                     handle.write(b"\0" * pad)
                     offset += pad
                 handle.write(data)
-                _externalize(tensor, into, data_path.name, offset, len(data))
+                externalize(tensor, into, data_path.name, offset, len(data))
                 offset += len(data)
 
             def route(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
@@ -326,7 +261,7 @@ def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> list[Pat
                 else:
                     into.CopyFrom(tensor)
 
-            _copy_light(model, light, route)
+            copy_light(model, light, route)
             handle.flush()
             os.fsync(handle.fileno())
         _write_file(tmp_onnx, [light.SerializeToString()])
@@ -346,80 +281,3 @@ def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> list[Pat
             _remove_quietly(data_path)
         raise
     return [path, data_path]
-
-
-def skeleton(model: onnx.ModelProto, keep_bytes: int = SKELETON_KEEP_BYTES) -> onnx.ModelProto:
-    """A copy of ``model`` whose main-graph initializers above ``keep_bytes`` carry no data.
-
-    Their data is replaced by an external reference to :data:`SKELETON_LOCATION` (a file that does
-    not exist), so shape inference and graphsurgeon see names, types and shapes only. Used to
-    inspect or rewrite large models without copying their weights.
-    """
-
-    def drop(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
-        _externalize(tensor, into, SKELETON_LOCATION, 0, 0)
-        del into.external_data[1:]
-
-    light = onnx.ModelProto()
-    limit = max(keep_bytes, 0)
-
-    def write(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
-        if tensor_nbytes(tensor) > limit:
-            drop(tensor, into)
-        else:
-            into.CopyFrom(tensor)
-
-    _copy_light(model, light, write)
-    return light
-
-
-def _is_repeated(field) -> bool:
-    # protobuf >= 5 has is_repeated; older ones only label.
-    flag = getattr(field, "is_repeated", None)
-    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
-
-
-def _copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
-    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)`` (None: none)."""
-    for field, value in model.ListFields():
-        if field.name == "graph":
-            continue
-        if _is_repeated(field):
-            getattr(light, field.name).extend(value)
-        elif field.message_type:
-            getattr(light, field.name).CopyFrom(value)
-        else:
-            setattr(light, field.name, value)
-    graph = light.graph
-    for field, value in model.graph.ListFields():
-        if field.name == "initializer":
-            continue
-        if _is_repeated(field):
-            getattr(graph, field.name).extend(value)
-        elif field.message_type:
-            getattr(graph, field.name).CopyFrom(value)
-        else:
-            setattr(graph, field.name, value)
-    if write is not None:
-        for tensor in model.graph.initializer:
-            write(tensor, graph.initializer.add())
-
-
-def check_skeleton(model: onnx.ModelProto) -> None:
-    """Run ``onnx.checker.check_model`` on a :func:`skeleton` (or any model) without its weights.
-
-    Raises:
-        onnx.checker.ValidationError: what the checker finds.
-    """
-    light = model if any(_is_skeleton_tensor(t) for t in model.graph.initializer) else skeleton(model, 0)
-    with tempfile.TemporaryDirectory(prefix="dcnconvert-check-") as folder:
-        Path(folder, SKELETON_LOCATION).touch()
-        model_path = Path(folder, "model.onnx")
-        model_path.write_bytes(light.SerializeToString())
-        onnx.checker.check_model(str(model_path))
-
-
-def _is_skeleton_tensor(tensor: onnx.TensorProto) -> bool:
-    return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
-        e.key == "location" and e.value == SKELETON_LOCATION for e in tensor.external_data
-    )
