@@ -23,17 +23,8 @@ from typing import Any
 import click
 
 from dcnconvert import __version__, errors, log
-from dcnconvert.cli_common import (
-    add_warning,
-    attach_payload,
-    check_output_path,
-    common_options,
-    load_model_timed,
-    rewrite_in_memory,
-    run_command,
-    save_model_timed,
-    timed,
-)
+from dcnconvert.cli_common import add_warning, attach_payload, common_options, run_command, timed
+from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import CommandResult, dumps, format_matches, format_summary, match_to_dict
 from dcnconvert.schema import DEFAULT_TARGET, TARGETS
 

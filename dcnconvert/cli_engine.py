@@ -15,16 +15,8 @@ from typing import Any
 import click
 
 from dcnconvert import errors, log
-from dcnconvert.cli_common import (
-    add_output,
-    attach_payload,
-    check_output_path,
-    common_options,
-    load_model_timed,
-    rewrite_in_memory,
-    run_command,
-    save_model_timed,
-)
+from dcnconvert.cli_common import add_output, attach_payload, common_options, run_command
+from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import format_summary
 from dcnconvert.schema import DEFAULT_TARGET, TARGETS
 
