@@ -24,6 +24,16 @@ import plugin_build as pb
 
 TRT_DIR = pb.PLUGIN_SRC / "trt"
 HEADER = (TRT_DIR / "dcnPlugin.h").read_text()
+# The glue's sources (plugin_src/trt/plugin.mk lists the same; test_plugin_harness.py checks that).
+GLUE_SOURCES = (
+    "dcnPlugin.cpp",
+    "dcnPluginBuild.cpp",
+    "dcnPluginRuntime.cpp",
+    "dcnPluginFields.cpp",
+    "dcnPluginTensors.cpp",
+    "dcnPluginCreator.cpp",
+    "registration.cpp",
+)
 EXPORTED = {"getCreators", "setLoggerFinder"}
 PLUGIN_FIELD_TYPE_INT32 = 5  # nvinfer1::PluginFieldType::kINT32
 
@@ -56,16 +66,15 @@ class TestSource:
         assert _source_fields() == expected
 
     def test_inputs_match_schema(self) -> None:
-        source = (TRT_DIR / "dcnPlugin.cpp").read_text()
-        match = re.search(r"kINPUT_NAMES\[kMAX_INPUTS\] = \{([^}]*)\};", source)
-        assert match, "kINPUT_NAMES not found in dcnPlugin.cpp"
+        match = re.search(r"kINPUT_NAMES\[kMAX_INPUTS\] = \{([^}]*)\};", HEADER)
+        assert match, "kINPUT_NAMES not found in dcnPlugin.h"
         assert tuple(re.findall(r'"(\w+)"', match.group(1))) == schema.INPUT_NAMES
         indices = dict(re.findall(r"constexpr int32_t kIN_(\w+)\{(\d+)\};", HEADER))
         assert [int(indices[n.upper()]) for n in schema.INPUT_NAMES] == list(range(len(schema.INPUT_NAMES)))
 
     def test_serialized_fields_use_the_declared_table(self) -> None:
         """getFieldsToSerialize writes the same names/types/lengths that createPlugin accepts."""
-        source = (TRT_DIR / "dcnPlugin.cpp").read_text()
+        source = (TRT_DIR / "dcnPluginFields.cpp").read_text()
         body = source[source.index("void DcnPlugin::buildSerializationFields()"):]
         body = body[: body.index("\n}\n")]
         assert "kDCN_FIELDS[i].name, data[i], kDCN_FIELDS[i].type, kDCN_FIELDS[i].length" in body
@@ -93,7 +102,9 @@ class TestSource:
         allowed = {"DcnPlugin::setErrorRecorder"}
         checked = []
         offenders = []
-        for name in ("dcnPlugin.cpp", "dcnPluginCreator.cpp", "registration.cpp"):
+        sources = sorted(path.name for path in TRT_DIR.glob("*.cpp"))
+        assert set(sources) >= set(GLUE_SOURCES), f"missing glue sources: {set(GLUE_SOURCES) - set(sources)}"
+        for name in sources:
             code = (TRT_DIR / name).read_text()
             for match in re.finditer(r"\n(\S[^;{}]*?\)\s*(?:const\s*)?noexcept)\n\{\n(.*?)\n\}\n", code, re.DOTALL):
                 signature, body = match.group(1), match.group(2)

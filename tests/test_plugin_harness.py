@@ -12,6 +12,7 @@ TensorRT headers found (``TENSORRT_INCLUDE_DIR``, os.pathsep-separated, then the
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,31 @@ def test_make_plugin_without_headers_says_what_is_missing(tmp_path: Path) -> Non
     assert not (tmp_path / "build" / "plugin" / "libdcnconvert_plugin.so").exists()
 
 
+def _make_list(variable: str, name_pattern: str) -> list[str]:
+    """File names matching ``name_pattern`` in ``variable := ...`` of plugin_src/trt/plugin.mk."""
+    text = (pb.PLUGIN_SRC / "trt" / "plugin.mk").read_text().replace("\\\n", " ")
+    match = re.search(rf"^{variable} :=(.*)$", text, re.MULTILINE)
+    assert match, f"{variable} not found in plugin.mk"
+    assert "wildcard" not in match.group(1), f"{variable} must list its files explicitly"
+    return re.findall(name_pattern, match.group(1))
+
+
+@pytest.mark.parametrize(
+    ("variable", "name_pattern", "folder", "glob"),
+    [
+        ("TRT_SRCS", r"\btrt/(\w+\.cpp)\b", pb.PLUGIN_SRC / "trt", "*.cpp"),
+        ("TRT_HDRS", r"\btrt/(\w+\.h)\b", pb.PLUGIN_SRC / "trt", "*.h"),
+        ("HARNESS_SRCS", r"[\s,](\w+\.cpp)\b", pb.REPO / "tests" / "harness", "*.cpp"),
+        ("HARNESS_HDRS", r"[\s,](\w+\.h)\b", pb.REPO / "tests" / "harness", "*.h"),
+    ],
+)
+def test_make_lists_every_source(variable: str, name_pattern: str, folder: Path, glob: str) -> None:
+    """plugin.mk names its sources explicitly: every file of the folder once, and nothing else."""
+    listed = _make_list(variable, name_pattern)
+    assert len(listed) == len(set(listed)), f"{variable} lists a file twice: {listed}"
+    assert sorted(listed) == sorted(p.name for p in folder.glob(glob))
+
+
 @pytest.mark.trt_headers
 @pytest.mark.parametrize("include_dir", HEADER_DIRS or [None], ids=_header_id)
 def test_glue_compiles_warning_free(include_dir: Path | None, tmp_path: Path) -> None:
@@ -76,7 +102,10 @@ def test_glue_compiles_warning_free(include_dir: Path | None, tmp_path: Path) ->
     if compiler is None:
         pytest.skip("nvcc not found on PATH (set NVCC)")
     sources = sorted((pb.PLUGIN_SRC / "trt").glob("*.cpp"))
-    assert {s.name for s in sources} >= {"dcnPlugin.cpp", "dcnPluginCreator.cpp", "registration.cpp"}
+    assert {s.name for s in sources} >= {
+        "dcnPlugin.cpp", "dcnPluginBuild.cpp", "dcnPluginRuntime.cpp", "dcnPluginFields.cpp", "dcnPluginTensors.cpp",
+        "dcnPluginCreator.cpp", "registration.cpp",
+    }
     for source in sources:
         proc = subprocess.run(
             [compiler, "-std=c++17", "-Xcompiler", "-Wall,-Wextra,-Werror", "-isystem", str(include_dir),

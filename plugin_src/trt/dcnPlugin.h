@@ -51,6 +51,7 @@ constexpr int32_t kIN_WEIGHT{3};
 constexpr int32_t kIN_BIAS{4};
 constexpr int32_t kMIN_INPUTS{4};
 constexpr int32_t kMAX_INPUTS{5};
+constexpr char const* kINPUT_NAMES[kMAX_INPUTS] = {"x", "offset", "mask", "weight", "bias"};
 
 //! The plugin's attributes; pairs are (h, w) as in the ONNX node.
 struct DcnAttributes
@@ -62,8 +63,8 @@ struct DcnAttributes
     int32_t deformableGroup{1};
 };
 
-//! Parses and validates a field collection (createPlugin in either phase). Every field is required;
-//! int32 and int64 are accepted; messages name the field and the value. Throws DcnError.
+//! Parses and validates a field collection (createPlugin in either phase; dcnPluginFields.cpp). Every
+//! field is required; int32 and int64 are accepted; messages name the field and the value. Throws DcnError.
 DcnAttributes parseFields(nvinfer1::PluginFieldCollection const* fc);
 
 //! Text of a DataType for messages ("FLOAT", "HALF", "BF16", ... or "DataType(<n>)").

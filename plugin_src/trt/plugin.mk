@@ -27,8 +27,10 @@ else
 TRT_INCLUDE := $(firstword $(foreach d,$(TRT_SEARCH_DIRS),$(if $(wildcard $(d)/NvInfer.h),$(d))))
 endif
 
-TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginCreator.cpp trt/registration.cpp
-TRT_HDRS := trt/dcnPlugin.h trt/checkMacros.h $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
+# Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
+TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
+            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/registration.cpp
+TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/checkMacros.h $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
 # The core compiled for the plugin: position independent, its C API hidden (only the plugin's
 # two entry points are exported). Shared by plugin builds against different TensorRT headers.
@@ -39,8 +41,11 @@ PLUGIN_LIB := $(PLUGIN_BUILD_DIR)/libdcnconvert_plugin.so
 PLUGIN_EXPORTS := trt/exports.map
 
 HARNESS_DIR := $(abspath $(CURDIR)/../tests/harness)
-HARNESS_SRCS := $(wildcard $(HARNESS_DIR)/*.cpp)
-HARNESS_HDRS := $(wildcard $(HARNESS_DIR)/*.h)
+HARNESS_SRCS := $(addprefix $(HARNESS_DIR)/,main.cpp testObjects.cpp testExprBuilder.cpp pluginLibrary.cpp \
+                  testProblems.cpp fakeRegistry.cpp cpuChecks.cpp cpuCheckHelpers.cpp cpuPipelineChecks.cpp \
+                  cpuShapeChecks.cpp cpuTypeFormatChecks.cpp cpuFieldChecks.cpp cpuRuntimeChecks.cpp gpuCases.cpp \
+                  gpuInputs.cpp gpuDevice.cpp gpuManifest.cpp)
+HARNESS_HDRS := $(addprefix $(HARNESS_DIR)/,harness.h cpuChecks.h gpuCases.h)
 HARNESS_BIN := $(PLUGIN_BUILD_DIR)/dcn_harness
 
 TRT_CXXFLAGS := -std=c++17 -O2 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall \

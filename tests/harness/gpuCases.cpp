@@ -5,274 +5,30 @@
  * For every case it writes the exact input bits it uploaded and the output it read back to
  * <out-dir>/<case>_<tensor>.bin plus one line of <out-dir>/manifest.jsonl; the Python test
  * (tests/test_plugin_harness.py) compares them with dcnconvert.reference in float64.
+ *
+ * This file holds the cases and their runners; the inputs, the device run and the result files are in
+ * gpuInputs.cpp, gpuDevice.cpp and gpuManifest.cpp (gpuCases.h).
  */
-#include "harness.h"
+#include "gpuCases.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 using nvinfer1::DataType;
 using nvinfer1::Dims;
 using nvinfer1::DynamicPluginTensorDesc;
-using nvinfer1::IPluginV3;
 using nvinfer1::IPluginV3OneBuild;
-using nvinfer1::IPluginV3OneRuntime;
-using nvinfer1::PluginCapabilityType;
-using nvinfer1::PluginTensorDesc;
-using nvinfer1::TensorFormat;
 using nvinfer1::TensorRTPhase;
 
 namespace harness
 {
 namespace
 {
-
-#define HCUDA(call)                                                                                                    \
-    [&]() {                                                                                                            \
-        cudaError_t const e_ = (call);                                                                                 \
-        if (e_ != cudaSuccess)                                                                                         \
-        {                                                                                                              \
-            HCHECK(false, #call << " failed: " << cudaGetErrorName(e_) << ": " << cudaGetErrorString(e_));             \
-            return false;                                                                                              \
-        }                                                                                                              \
-        return true;                                                                                                   \
-    }()
-
-size_t elementSize(DataType t)
-{
-    return t == DataType::kFLOAT ? 4 : 2;
-}
-
-char const* dtypeText(DataType t)
-{
-    return t == DataType::kFLOAT ? "float32" : t == DataType::kHALF ? "float16" : "bfloat16";
-}
-
-//! Host values converted to the element type's bits (round to nearest even).
-std::vector<uint8_t> encode(std::vector<float> const& v, DataType t)
-{
-    std::vector<uint8_t> out(v.size() * elementSize(t));
-    for (size_t i = 0; i < v.size(); ++i)
-    {
-        if (t == DataType::kFLOAT)
-        {
-            std::memcpy(out.data() + 4 * i, &v[i], 4);
-        }
-        else if (t == DataType::kHALF)
-        {
-            __half const h = __float2half_rn(v[i]);
-            std::memcpy(out.data() + 2 * i, &h, 2);
-        }
-        else
-        {
-            __nv_bfloat16 const b = __float2bfloat16_rn(v[i]);
-            std::memcpy(out.data() + 2 * i, &b, 2);
-        }
-    }
-    return out;
-}
-
-int64_t volume(Dims const& d)
-{
-    int64_t v = 1;
-    for (int32_t i = 0; i < d.nbDims; ++i)
-    {
-        v *= d.d[i];
-    }
-    return v;
-}
-
-struct Case
-{
-    std::string name;
-    Problem p;
-    DataType type{DataType::kFLOAT};
-    float offsetScale{2.F};
-    uint32_t seed{0};
-};
-
-struct HostData
-{
-    std::vector<std::vector<uint8_t>> inputs; // x, offset, mask, weight[, bias] as element bits
-};
-
-HostData makeInputs(Case const& c)
-{
-    std::mt19937 rng(1000003U * (c.seed + 1));
-    std::uniform_real_distribution<float> unit(-1.F, 1.F);
-    std::uniform_real_distribution<float> positive(0.F, 1.F);
-    std::normal_distribution<float> offsetDist(0.F, c.offsetScale);
-    std::bernoulli_distribution far(0.05);
-    std::vector<Dims> const dims = c.p.inputDims();
-    double const fanIn = static_cast<double>(c.p.c / c.p.attrs.group * c.p.kh * c.p.kw);
-    HostData data;
-    for (size_t i = 0; i < dims.size(); ++i)
-    {
-        std::vector<float> v(static_cast<size_t>(volume(dims[i])));
-        for (float& x : v)
-        {
-            switch (i)
-            {
-            case 0: x = unit(rng); break;
-            case 1: x = far(rng) ? 12.F * unit(rng) : offsetDist(rng); break; // some samples far outside
-            case 2: x = positive(rng); break;
-            case 3: x = unit(rng) / static_cast<float>(std::sqrt(fanIn)); break;
-            default: x = unit(rng); break;
-            }
-        }
-        data.inputs.push_back(encode(v, c.type));
-    }
-    return data;
-}
-
-std::vector<PluginTensorDesc> descsOf(std::vector<Dims> const& dims, DataType t)
-{
-    std::vector<PluginTensorDesc> out(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i)
-    {
-        out[i].dims = dims[i];
-        out[i].type = t;
-        out[i].format = TensorFormat::kLINEAR;
-        out[i].scale = 1.F;
-    }
-    return out;
-}
-
-IPluginV3OneRuntime* runtimeOf(IPluginV3* p)
-{
-    return static_cast<IPluginV3OneRuntime*>(p->getCapabilityInterface(PluginCapabilityType::kRUNTIME));
-}
-
-IPluginV3OneBuild* buildOf(IPluginV3* p)
-{
-    return static_cast<IPluginV3OneBuild*>(p->getCapabilityInterface(PluginCapabilityType::kBUILD));
-}
-
-//! onShapeChange + enqueue on fresh device buffers; the output is pre-filled with 0xFF (NaN).
-bool runOnDevice(IPluginV3OneRuntime* rt, Problem const& p, DataType t, HostData const& data, size_t workspaceBytes,
-    std::vector<uint8_t>& out, std::string const& what)
-{
-    std::vector<Dims> const inDims = p.inputDims();
-    Dims const outDims = p.outputDims();
-    auto in = descsOf(inDims, t);
-    auto o = descsOf({outDims}, t);
-    int32_t const s = rt->onShapeChange(in.data(), p.nbInputs(), o.data(), 1);
-    HCHECK(s == 0, what << ": onShapeChange");
-    if (s != 0)
-    {
-        return false;
-    }
-    std::vector<void*> buffers(inDims.size(), nullptr);
-    void* outBuffer = nullptr;
-    void* workspace = nullptr;
-    cudaStream_t stream = nullptr;
-    size_t const outBytes = static_cast<size_t>(volume(outDims)) * elementSize(t);
-    bool ok = HCUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (size_t i = 0; ok && i < inDims.size(); ++i)
-    {
-        ok = HCUDA(cudaMalloc(&buffers[i], data.inputs[i].size()))
-            && HCUDA(cudaMemcpy(buffers[i], data.inputs[i].data(), data.inputs[i].size(), cudaMemcpyHostToDevice));
-    }
-    ok = ok && HCUDA(cudaMalloc(&outBuffer, outBytes)) && HCUDA(cudaMemset(outBuffer, 0xFF, outBytes));
-    if (ok && workspaceBytes > 0)
-    {
-        ok = HCUDA(cudaMalloc(&workspace, workspaceBytes));
-    }
-    if (ok)
-    {
-        std::vector<void const*> inPtrs(buffers.begin(), buffers.end());
-        void* outPtrs[1] = {outBuffer};
-        int32_t const e = rt->enqueue(in.data(), o.data(), inPtrs.data(), outPtrs, workspace, stream);
-        HCHECK(e == 0, what << ": enqueue returns 0 (got " << e << ")");
-        ok = e == 0 && HCUDA(cudaStreamSynchronize(stream)) && HCUDA(cudaGetLastError());
-        out.assign(outBytes, 0);
-        ok = ok && HCUDA(cudaMemcpy(out.data(), outBuffer, outBytes, cudaMemcpyDeviceToHost));
-    }
-    for (void* b : buffers)
-    {
-        if (b != nullptr)
-        {
-            HCUDA(cudaFree(b));
-        }
-    }
-    if (outBuffer != nullptr)
-    {
-        HCUDA(cudaFree(outBuffer));
-    }
-    if (workspace != nullptr)
-    {
-        HCUDA(cudaFree(workspace));
-    }
-    if (stream != nullptr)
-    {
-        HCUDA(cudaStreamDestroy(stream));
-    }
-    return ok;
-}
-
-std::string jsonDims(Dims const& d)
-{
-    std::string s = "[";
-    for (int32_t i = 0; i < d.nbDims; ++i)
-    {
-        s += (i ? ", " : "") + std::to_string(d.d[i]);
-    }
-    return s + "]";
-}
-
-bool writeFile(std::string const& path, std::vector<uint8_t> const& bytes)
-{
-    std::ofstream f(path, std::ios::binary);
-    f.write(reinterpret_cast<char const*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    return static_cast<bool>(f);
-}
-
-void writeCase(std::string const& outDir, std::ofstream& manifest, Case const& c, HostData const& data,
-    std::vector<uint8_t> const& output, bool runtimeIdentical, std::string const& path)
-{
-    char const* const names[] = {"x", "offset", "mask", "weight", "bias"};
-    std::vector<Dims> const dims = c.p.inputDims();
-    std::string files;
-    std::string shapes;
-    for (size_t i = 0; i < dims.size(); ++i)
-    {
-        std::string const file = c.name + "_" + names[i] + ".bin";
-        HCHECK(writeFile(outDir + "/" + file, data.inputs[i]), "write " << file);
-        files += std::string(i ? ", " : "") + "\"" + names[i] + "\": \"" + file + "\"";
-        shapes += std::string(i ? ", " : "") + "\"" + names[i] + "\": " + jsonDims(dims[i]);
-    }
-    std::string const outFile = c.name + "_out.bin";
-    HCHECK(writeFile(outDir + "/" + outFile, output), "write " << outFile);
-    Attrs const& a = c.p.attrs;
-    manifest << "{\"name\": \"" << c.name << "\", \"dtype\": \"" << dtypeText(c.type) << "\", \"path\": \"" << path
-             << "\", \"stride\": [" << a.stride[0] << ", " << a.stride[1] << "], \"padding\": [" << a.padding[0]
-             << ", " << a.padding[1] << "], \"dilation\": [" << a.dilation[0] << ", " << a.dilation[1]
-             << "], \"group\": " << a.group << ", \"deformable_group\": " << a.deformableGroup << ", \"shapes\": {"
-             << shapes << ", \"out\": " << jsonDims(c.p.outputDims()) << "}, \"files\": {" << files
-             << ", \"out\": \"" << outFile << "\"}, \"runtime_bitwise_identical\": "
-             << (runtimeIdentical ? "true" : "false") << "}\n";
-    manifest.flush();
-}
-
-struct PluginDeleter
-{
-    void operator()(IPluginV3* p) const
-    {
-        delete p;
-    }
-};
-using PluginPtr = std::unique_ptr<IPluginV3, PluginDeleter>;
 
 std::vector<Case> gridCases()
 {
@@ -363,11 +119,11 @@ void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string 
     std::vector<DynamicPluginTensorDesc> in(inDims.size());
     for (size_t i = 0; i < inDims.size(); ++i)
     {
-        in[i].desc = descsOf({inDims[i]}, c.type)[0];
+        in[i].desc = staticDescs({inDims[i]}, c.type)[0];
         in[i].min = in[i].opt = in[i].max = inDims[i];
     }
     DynamicPluginTensorDesc out{};
-    out.desc = descsOf({c.p.outputDims()}, c.type)[0];
+    out.desc = staticDescs({c.p.outputDims()}, c.type)[0];
     out.min = out.opt = out.max = c.p.outputDims();
     HCHECK(build->configurePlugin(in.data(), c.p.nbInputs(), &out, 1) == 0, c.name << ": configurePlugin");
     size_t const workspace = build->getWorkspaceSize(in.data(), c.p.nbInputs(), &out, 1);
@@ -427,7 +183,7 @@ void runDynamic(nvinfer1::IPluginCreatorV3One* creator, std::string const& outDi
     std::vector<DynamicPluginTensorDesc> in(lo.size());
     for (size_t i = 0; i < lo.size(); ++i)
     {
-        in[i].desc = descsOf({lo[i]}, DataType::kFLOAT)[0];
+        in[i].desc = staticDescs({lo[i]}, DataType::kFLOAT)[0];
         for (int32_t k = 0; k < lo[i].nbDims; ++k)
         {
             in[i].desc.dims.d[k] = lo[i].d[k] == hi[i].d[k] ? lo[i].d[k] : -1;
@@ -438,7 +194,7 @@ void runDynamic(nvinfer1::IPluginCreatorV3One* creator, std::string const& outDi
         in[i].opt = in[i].max;
     }
     DynamicPluginTensorDesc out{};
-    out.desc = descsOf({small.p.outputDims()}, DataType::kFLOAT)[0];
+    out.desc = staticDescs({small.p.outputDims()}, DataType::kFLOAT)[0];
     Dims const ol = small.p.outputDims();
     Dims const oh = big.p.outputDims();
     out.min = out.max = ol;

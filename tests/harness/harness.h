@@ -40,7 +40,7 @@ Checks& checks();
         ::harness::checks().record(static_cast<bool>(cond), hcheckText_.str() + "  [" #cond "]");                      \
     } while (0)
 
-// --- Logger / finder / recorder / resource context ---
+// --- Logger / finder / recorder / resource context (testObjects.cpp) ---
 class TestLogger : public nvinfer1::ILogger
 {
 public:
@@ -109,7 +109,7 @@ private:
     nvinfer1::IErrorRecorder* mRecorder;
 };
 
-// --- IExprBuilder with constants, named symbols and operations; expressions can be evaluated. ---
+// --- IExprBuilder with constants, named symbols and operations, evaluable (testExprBuilder.cpp) ---
 class TestExprBuilder;
 
 class TestExpr : public nvinfer1::IDimensionExpr
@@ -215,7 +215,7 @@ void* registryLoadLibrary(char const* path, nvinfer1::ILoggerFinder* finder);
 //! Namespace a creator was registered with ("" if absent).
 std::string registryNamespaceOf(nvinfer1::IPluginCreatorInterface const* creator);
 
-// --- The plugin library under test ---
+// --- The plugin library under test (pluginLibrary.cpp) ---
 struct PluginLibrary
 {
     void* handle{nullptr};
@@ -230,7 +230,20 @@ struct PluginLibrary
 //! The ModulatedDeformConv2d V3 creator of the library (via getCreators), or null.
 nvinfer1::IPluginCreatorV3One* findCreator(PluginLibrary& lib);
 
-// --- Field helpers: what the ONNX parser builds from a rewritten node's attributes ---
+// --- Plugins made by the creator: ownership and capability interfaces (pluginLibrary.cpp) ---
+struct PluginDeleter
+{
+    void operator()(nvinfer1::IPluginV3* p) const
+    {
+        delete p;
+    }
+};
+using PluginPtr = std::unique_ptr<nvinfer1::IPluginV3, PluginDeleter>;
+nvinfer1::IPluginV3OneCore* coreOf(nvinfer1::IPluginV3* p);
+nvinfer1::IPluginV3OneBuild* buildOf(nvinfer1::IPluginV3* p);
+nvinfer1::IPluginV3OneRuntime* runtimeOf(nvinfer1::IPluginV3* p);
+
+// --- Field helpers: what the ONNX parser builds from a rewritten node's attributes (testProblems.cpp) ---
 struct Attrs
 {
     int32_t stride[2]{1, 1};
@@ -300,6 +313,8 @@ struct Problem
 };
 
 nvinfer1::Dims makeDims(std::initializer_list<int64_t> values);
+//! Descriptors as at onShapeChange/enqueue: the given dims and type, kLINEAR, scale 1.
+std::vector<nvinfer1::PluginTensorDesc> staticDescs(std::vector<nvinfer1::Dims> const& dims, nvinfer1::DataType type);
 std::string dimsText(nvinfer1::Dims const& d);
 char const* typeName(nvinfer1::DataType t);
 

@@ -1,0 +1,208 @@
+/*
+ * dcnconvert: ModulatedDeformConv2d IPluginV3OneBuild: output types and shapes, format
+ * combinations, configurePlugin and the workspace size.
+ */
+#include "dcnPlugin.h"
+
+#include "checkMacros.h"
+#include "dcnPluginTensors.h"
+
+#include "../core/dcnForward.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <utility>
+
+using nvinfer1::DataType;
+using nvinfer1::Dims;
+using nvinfer1::DimsExprs;
+using nvinfer1::DynamicPluginTensorDesc;
+using nvinfer1::IDimensionExpr;
+using nvinfer1::IExprBuilder;
+using nvinfer1::PluginTensorDesc;
+using nvinfer1::TensorFormat;
+
+namespace dcnconvert
+{
+namespace trt
+{
+
+int32_t DcnPlugin::getNbOutputs() const noexcept
+{
+    return 1;
+}
+
+int32_t DcnPlugin::getOutputDataTypes(
+    DataType* outputTypes, int32_t nbOutputs, DataType const* inputTypes, int32_t nbInputs) const noexcept
+{
+    try
+    {
+        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        DCN_VALIDATE(outputTypes != nullptr && inputTypes != nullptr, "null type array");
+        DCN_VALIDATE(toDcnDataType(inputTypes[kIN_X]) >= 0,
+            "input 'x' has type " << dataTypeName(inputTypes[kIN_X])
+                                  << "; supported types are FLOAT, HALF and BF16 (all inputs the same)");
+        for (int32_t i = 1; i < nbInputs; ++i)
+        {
+            if (inputTypes[i] != inputTypes[kIN_X])
+            {
+                logMessage(nvinfer1::ILogger::Severity::kWARNING,
+                    where("getOutputDataTypes") + ": input '" + kINPUT_NAMES[i] + "' has type "
+                        + dataTypeName(inputTypes[i]) + " but x has " + dataTypeName(inputTypes[kIN_X])
+                        + "; the plugin runs with all inputs of one type, so TensorRT must cast (a strongly typed "
+                          "network cannot and will find no format combination)");
+            }
+        }
+        outputTypes[0] = inputTypes[kIN_X];
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "getOutputDataTypes", e);
+    }
+    return -1;
+}
+
+int32_t DcnPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs, DimsExprs const* /*shapeInputs*/,
+    int32_t nbShapeInputs, DimsExprs* outputs, int32_t nbOutputs, IExprBuilder& exprBuilder) noexcept
+{
+    try
+    {
+        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+        DCN_VALIDATE(nbShapeInputs == 0, "the plugin takes no shape inputs, got " << nbShapeInputs);
+        DCN_VALIDATE(inputs != nullptr && outputs != nullptr, "null shape array");
+        ShapeView s;
+        s.nbInputs = nbInputs;
+        for (int32_t i = 0; i < std::min(nbInputs, kMAX_INPUTS); ++i)
+        {
+            s.rank[i] = inputs[i].nbDims;
+            for (int32_t k = 0; k < 4; ++k)
+            {
+                IDimensionExpr const* e = k < inputs[i].nbDims ? inputs[i].d[k] : nullptr;
+                s.d[i][k] = e != nullptr && e->isConstant() ? e->getConstantValue() : kUNKNOWN_DIM;
+            }
+        }
+        std::pair<int64_t, int64_t> const hw = checkShapes(s, mAttrs, false);
+        DimsExprs const& x = inputs[kIN_X];
+        DimsExprs const& weight = inputs[kIN_WEIGHT];
+        outputs[0].nbDims = 4;
+        outputs[0].d[0] = x.d[0];
+        outputs[0].d[1] = weight.d[0];
+        outputs[0].d[2] = outputSizeExpr(
+            exprBuilder, *x.d[2], *weight.d[2], mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0], hw.first);
+        outputs[0].d[3] = outputSizeExpr(
+            exprBuilder, *x.d[3], *weight.d[3], mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1], hw.second);
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "getOutputShapes", e);
+    }
+    return -1;
+}
+
+bool DcnPlugin::supportsFormatCombination(
+    int32_t pos, DynamicPluginTensorDesc const* inOut, int32_t nbInputs, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        DCN_VALIDATE(inOut != nullptr, "null tensor descriptions");
+        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+        DCN_VALIDATE(pos >= 0 && pos < nbInputs + nbOutputs,
+            "position " << pos << " out of range [0, " << nbInputs + nbOutputs << ")");
+        PluginTensorDesc const& desc = inOut[pos].desc;
+        if (desc.format != TensorFormat::kLINEAR || toDcnDataType(desc.type) < 0)
+        {
+            return false;
+        }
+        return pos == 0 || desc.type == inOut[0].desc.type;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "supportsFormatCombination", e);
+    }
+    return false;
+}
+
+int32_t DcnPlugin::configurePlugin(
+    DynamicPluginTensorDesc const* in, int32_t nbInputs, DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        DCN_VALIDATE(in != nullptr && out != nullptr, "null tensor descriptions");
+        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        Dims dims[kMAX_INPUTS];
+        for (int32_t i = 0; i < nbInputs; ++i)
+        {
+            dims[i] = in[i].desc.dims;
+        }
+        checkShapes(viewOf(dims, nbInputs), mAttrs, false);
+        mNbInputs = nbInputs;
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "configurePlugin", e);
+    }
+    return -1;
+}
+
+size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
+    DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept
+{
+    try
+    {
+        DCN_VALIDATE(inputs != nullptr && outputs != nullptr, "null tensor descriptions");
+        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        // Sized from the profile's maximum dims: desc.dims holds -1 for dynamic dimensions.
+        Dims const& x = inputs[kIN_X].max;
+        Dims const& weight = inputs[kIN_WEIGHT].max;
+        Dims const& out = outputs[0].max;
+        DCN_VALIDATE(x.nbDims == 4 && weight.nbDims == 4 && out.nbDims == 4,
+            "expected rank-4 x, weight and output in the profile's max dims, got ranks " << x.nbDims << ", "
+                                                                                            << weight.nbDims << ", "
+                                                                                            << out.nbDims);
+        auto const clamp = [](int64_t v) { return std::max<int64_t>(v, 0); };
+        DcnParams p{};
+        p.n = clamp(x.d[0]);
+        p.c = clamp(x.d[1]);
+        p.h = clamp(x.d[2]);
+        p.w = clamp(x.d[3]);
+        p.cout = clamp(weight.d[0]);
+        p.kh = static_cast<int32_t>(std::min<int64_t>(clamp(weight.d[2]), INT32_MAX));
+        p.kw = static_cast<int32_t>(std::min<int64_t>(clamp(weight.d[3]), INT32_MAX));
+        p.ho = std::max(clamp(out.d[2]), dcnOutputSize(p.h, std::max(p.kh, 1), mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0]));
+        p.wo = std::max(clamp(out.d[3]), dcnOutputSize(p.w, std::max(p.kw, 1), mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1]));
+        p.strideH = mAttrs.stride[0];
+        p.strideW = mAttrs.stride[1];
+        p.padH = mAttrs.padding[0];
+        p.padW = mAttrs.padding[1];
+        p.dilationH = mAttrs.dilation[0];
+        p.dilationW = mAttrs.dilation[1];
+        p.group = mAttrs.group;
+        p.deformableGroup = mAttrs.deformableGroup;
+        p.withBias = nbInputs == kMAX_INPUTS ? 1 : 0;
+        int32_t const dtype = toDcnDataType(inputs[kIN_X].desc.type);
+        p.dtype = dtype >= 0 ? dtype : kDCN_FLOAT32;
+        p.algo = kDCN_ALGO_AUTO;
+        return dcnWorkspaceSize(&p);
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "getWorkspaceSize", e);
+    }
+    return 0;
+}
+
+} // namespace trt
+} // namespace dcnconvert

@@ -1,0 +1,185 @@
+/*
+ * dcnconvert: the ModulatedDeformConv2d fields: parsing and validation of a PluginFieldCollection
+ * (createPlugin in both phases) and the collection the plugin serializes (getFieldsToSerialize).
+ *
+ * The same field types are accepted in both phases: the ONNX parser turns INTS/INT attributes into
+ * kINT32 fields (build), and getFieldsToSerialize() writes kINT32 fields (runtime). kINT64 is
+ * accepted too, for callers that build the collection themselves.
+ */
+#include "dcnPlugin.h"
+
+#include "checkMacros.h"
+
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <sstream>
+#include <string>
+
+using nvinfer1::PluginField;
+using nvinfer1::PluginFieldCollection;
+using nvinfer1::PluginFieldType;
+
+namespace dcnconvert
+{
+namespace trt
+{
+namespace
+{
+
+char const* fieldTypeName(PluginFieldType type) noexcept
+{
+    static char const* const kNAMES[] = {"FLOAT16", "FLOAT32", "FLOAT64", "INT8", "INT16", "INT32", "CHAR", "DIMS",
+        "UNKNOWN", "BF16", "INT64", "FP8", "INT4", "FP4"};
+    auto const index = static_cast<int32_t>(type);
+    if (index >= 0 && index < static_cast<int32_t>(sizeof(kNAMES) / sizeof(kNAMES[0])))
+    {
+        return kNAMES[index];
+    }
+    return "an unknown PluginFieldType";
+}
+
+std::string valuesText(int64_t const* values, int32_t count)
+{
+    std::ostringstream os;
+    if (count == 1)
+    {
+        os << values[0];
+        return os.str();
+    }
+    os << "[";
+    for (int32_t i = 0; i < count; ++i)
+    {
+        os << (i ? ", " : "") << values[i];
+    }
+    os << "]";
+    return os.str();
+}
+
+//! Reads one field's integers (int32 or int64, exactly spec.length of them) into `values`.
+void readInts(PluginField const& field, DcnFieldSpec const& spec, int64_t* values)
+{
+    DCN_VALIDATE(field.type == PluginFieldType::kINT32 || field.type == PluginFieldType::kINT64,
+        "field '" << spec.name << "' has type " << fieldTypeName(field.type) << " (PluginFieldType "
+                  << static_cast<int32_t>(field.type) << "); expected INT32 (or INT64) with " << spec.length
+                  << (spec.length == 1 ? " value" : " values"));
+    DCN_VALIDATE(field.length == spec.length,
+        "field '" << spec.name << "' has length " << field.length << "; expected " << spec.length
+                  << (spec.length == 1 ? " value" : " values (h, w)"));
+    DCN_VALIDATE(field.data != nullptr, "field '" << spec.name << "' has length " << field.length << " but no data");
+    for (int32_t i = 0; i < spec.length; ++i)
+    {
+        if (field.type == PluginFieldType::kINT32)
+        {
+            int32_t v;
+            std::memcpy(&v, static_cast<char const*>(field.data) + i * sizeof(int32_t), sizeof(v));
+            values[i] = v;
+        }
+        else
+        {
+            int64_t v;
+            std::memcpy(&v, static_cast<char const*>(field.data) + i * sizeof(int64_t), sizeof(v));
+            DCN_VALIDATE(v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max(),
+                "field '" << spec.name << "' value " << v << " does not fit in int32");
+            values[i] = v;
+        }
+    }
+}
+
+} // namespace
+
+DcnAttributes parseFields(PluginFieldCollection const* fc)
+{
+    DCN_VALIDATE(fc != nullptr, "no PluginFieldCollection (null); the fields "
+                                "stride, padding, dilation, group, deformable_group are required");
+    DCN_VALIDATE(fc->nbFields >= 0, "PluginFieldCollection has a negative field count " << fc->nbFields);
+    DCN_VALIDATE(fc->nbFields == 0 || fc->fields != nullptr,
+        "PluginFieldCollection has " << fc->nbFields << " fields but a null field array");
+
+    int64_t values[kDCN_NB_FIELDS][2] = {};
+    bool seen[kDCN_NB_FIELDS] = {};
+    for (int32_t i = 0; i < fc->nbFields; ++i)
+    {
+        PluginField const& field = fc->fields[i];
+        DCN_VALIDATE(field.name != nullptr, "field #" << i << " has no name (null)");
+        int32_t index = -1;
+        for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
+        {
+            if (std::strcmp(field.name, kDCN_FIELDS[k].name) == 0)
+            {
+                index = k;
+            }
+        }
+        if (index < 0)
+        {
+            logMessage(nvinfer1::ILogger::Severity::kWARNING,
+                std::string(kDCN_PLUGIN_NAME) + ": ignoring unknown field '" + field.name + "'");
+            continue;
+        }
+        DCN_VALIDATE(!seen[index], "field '" << field.name << "' is given more than once");
+        readInts(field, kDCN_FIELDS[index], values[index]);
+        seen[index] = true;
+    }
+    for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
+    {
+        DCN_VALIDATE(seen[k],
+            "required field '" << kDCN_FIELDS[k].name << "' is missing (INT32 x" << kDCN_FIELDS[k].length
+                               << "; from the ONNX node's " << (kDCN_FIELDS[k].length == 1 ? "INT" : "INTS")
+                               << " attribute '" << kDCN_FIELDS[k].name << "')");
+    }
+
+    // Ranges, in field order: stride >= 1, padding >= 0, dilation >= 1, group >= 1, deformable_group >= 1.
+    int64_t const minimum[kDCN_NB_FIELDS] = {1, 0, 1, 1, 1};
+    for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
+    {
+        for (int32_t i = 0; i < kDCN_FIELDS[k].length; ++i)
+        {
+            DCN_VALIDATE(values[k][i] >= minimum[k],
+                "field '" << kDCN_FIELDS[k].name << "' must be >= " << minimum[k] << ", got "
+                          << valuesText(values[k], kDCN_FIELDS[k].length));
+        }
+    }
+    DcnAttributes a;
+    for (int32_t i = 0; i < 2; ++i)
+    {
+        a.stride[i] = static_cast<int32_t>(values[0][i]);
+        a.padding[i] = static_cast<int32_t>(values[1][i]);
+        a.dilation[i] = static_cast<int32_t>(values[2][i]);
+    }
+    a.group = static_cast<int32_t>(values[3][0]);
+    a.deformableGroup = static_cast<int32_t>(values[4][0]);
+    return a;
+}
+
+// --- Serialization ---
+
+void DcnPlugin::buildSerializationFields()
+{
+    // Exactly the types createPlugin(kBUILD) receives from the ONNX parser: int32.
+    void const* const data[kDCN_NB_FIELDS]
+        = {mAttrs.stride, mAttrs.padding, mAttrs.dilation, &mAttrs.group, &mAttrs.deformableGroup};
+    mSerialFields.clear();
+    for (int32_t i = 0; i < kDCN_NB_FIELDS; ++i)
+    {
+        mSerialFields.emplace_back(kDCN_FIELDS[i].name, data[i], kDCN_FIELDS[i].type, kDCN_FIELDS[i].length);
+    }
+    mSerialCollection.nbFields = static_cast<int32_t>(mSerialFields.size());
+    mSerialCollection.fields = mSerialFields.data();
+}
+
+nvinfer1::PluginFieldCollection const* DcnPlugin::getFieldsToSerialize() noexcept
+{
+    try
+    {
+        buildSerializationFields();
+        return &mSerialCollection;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "getFieldsToSerialize", e);
+    }
+    return nullptr;
+}
+
+} // namespace trt
+} // namespace dcnconvert

@@ -1,0 +1,167 @@
+/*
+ * dcnconvert: ModulatedDeformConv2d IPluginV3OneRuntime: onShapeChange, enqueue (-> dcnForward)
+ * and attachToContext. getFieldsToSerialize is in dcnPluginFields.cpp.
+ */
+#include "dcnPlugin.h"
+
+#include "checkMacros.h"
+#include "dcnPluginTensors.h"
+
+#include "../core/dcnForward.h"
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <utility>
+
+using nvinfer1::DataType;
+using nvinfer1::Dims;
+using nvinfer1::ErrorCode;
+using nvinfer1::PluginTensorDesc;
+using nvinfer1::TensorFormat;
+
+namespace dcnconvert
+{
+namespace trt
+{
+
+DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const& outDims, DataType type) const
+{
+    std::pair<int64_t, int64_t> const hw = checkShapes(viewOf(inDims, nbInputs), mAttrs, true);
+    DCN_VALIDATE(outDims.nbDims == 4, "the output must have rank 4, got rank " << outDims.nbDims);
+    int64_t const expected[4] = {inDims[kIN_X].d[0], inDims[kIN_WEIGHT].d[0], hw.first, hw.second};
+    for (int32_t k = 0; k < 4; ++k)
+    {
+        DCN_VALIDATE(outDims.d[k] == expected[k],
+            "output dimension " << k << " is " << outDims.d[k] << ", expected " << expected[k]);
+    }
+    int32_t const dtype = toDcnDataType(type);
+    DCN_VALIDATE(dtype >= 0, "type " << dataTypeName(type) << " is not supported (FLOAT, HALF, BF16)");
+    DcnParams p{};
+    p.n = inDims[kIN_X].d[0];
+    p.c = inDims[kIN_X].d[1];
+    p.h = inDims[kIN_X].d[2];
+    p.w = inDims[kIN_X].d[3];
+    p.cout = inDims[kIN_WEIGHT].d[0];
+    p.ho = hw.first;
+    p.wo = hw.second;
+    DCN_VALIDATE(inDims[kIN_WEIGHT].d[2] <= INT32_MAX && inDims[kIN_WEIGHT].d[3] <= INT32_MAX,
+        "kernel size " << inDims[kIN_WEIGHT].d[2] << "x" << inDims[kIN_WEIGHT].d[3] << " is too large");
+    p.kh = static_cast<int32_t>(inDims[kIN_WEIGHT].d[2]);
+    p.kw = static_cast<int32_t>(inDims[kIN_WEIGHT].d[3]);
+    p.strideH = mAttrs.stride[0];
+    p.strideW = mAttrs.stride[1];
+    p.padH = mAttrs.padding[0];
+    p.padW = mAttrs.padding[1];
+    p.dilationH = mAttrs.dilation[0];
+    p.dilationW = mAttrs.dilation[1];
+    p.group = mAttrs.group;
+    p.deformableGroup = mAttrs.deformableGroup;
+    p.withBias = nbInputs == kMAX_INPUTS ? 1 : 0;
+    p.dtype = dtype;
+    p.algo = kDCN_ALGO_AUTO;
+    p.reserved = 0;
+    char message[512] = {0};
+    DcnStatus const status = dcnValidate(&p, message, sizeof(message));
+    DCN_VALIDATE(status == kDCN_SUCCESS, "the core rejected the problem (status " << status << "): " << message);
+    return p;
+}
+
+int32_t DcnPlugin::onShapeChange(
+    PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const* out, int32_t nbOutputs) noexcept
+{
+    try
+    {
+        DCN_VALIDATE(in != nullptr && out != nullptr, "null tensor descriptions");
+        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        Dims dims[kMAX_INPUTS];
+        for (int32_t i = 0; i < nbInputs; ++i)
+        {
+            dims[i] = in[i].dims;
+            DCN_VALIDATE(in[i].type == in[kIN_X].type,
+                "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(in[i].type) << " but x has "
+                          << dataTypeName(in[kIN_X].type) << "; all inputs must have the same type");
+            DCN_VALIDATE(in[i].format == TensorFormat::kLINEAR,
+                "input '" << kINPUT_NAMES[i] << "' has format " << static_cast<int32_t>(in[i].format)
+                          << "; only kLINEAR is supported");
+        }
+        DCN_VALIDATE(out[0].type == in[kIN_X].type, "the output has type " << dataTypeName(out[0].type)
+                                                                            << " but x has " << dataTypeName(in[kIN_X].type));
+        makeParams(dims, nbInputs, out[0].dims, in[kIN_X].type);
+        mNbInputs = nbInputs;
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "onShapeChange", e);
+    }
+    return -1;
+}
+
+int32_t DcnPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc const* outputDesc,
+    void const* const* inputs, void* const* outputs, void* workspace, cudaStream_t stream) noexcept
+{
+    try
+    {
+        DCN_VALIDATE_CODE(mNbInputs == kMIN_INPUTS || mNbInputs == kMAX_INPUTS, ErrorCode::kINVALID_STATE,
+            "enqueue before onShapeChange/configurePlugin: the number of inputs is not known");
+        DCN_VALIDATE(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
+            "null tensor descriptions or pointers");
+        Dims dims[kMAX_INPUTS];
+        for (int32_t i = 0; i < mNbInputs; ++i)
+        {
+            dims[i] = inputDesc[i].dims;
+            DCN_VALIDATE(inputDesc[i].type == inputDesc[kIN_X].type,
+                "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(inputDesc[i].type) << " but x has "
+                          << dataTypeName(inputDesc[kIN_X].type));
+        }
+        DCN_VALIDATE(outputDesc[0].type == inputDesc[kIN_X].type,
+            "the output has type " << dataTypeName(outputDesc[0].type) << " but x has "
+                                   << dataTypeName(inputDesc[kIN_X].type));
+        DcnParams const p = makeParams(dims, mNbInputs, outputDesc[0].dims, inputDesc[kIN_X].type);
+        size_t const workspaceSize = dcnWorkspaceSize(&p);
+        DCN_VALIDATE(workspaceSize == 0 || workspace != nullptr,
+            "the core needs " << workspaceSize << " bytes of workspace but TensorRT passed none");
+        char message[512] = {0};
+        DcnStatus const status = dcnForward(&p, inputs[kIN_X], inputs[kIN_OFFSET], inputs[kIN_MASK],
+            inputs[kIN_WEIGHT], mNbInputs == kMAX_INPUTS ? inputs[kIN_BIAS] : nullptr, outputs[0], workspace,
+            workspaceSize, stream, message, sizeof(message));
+        if (status != kDCN_SUCCESS)
+        {
+            ErrorCode const code = status == kDCN_CUDA_ERROR ? ErrorCode::kFAILED_EXECUTION
+                                                              : status == kDCN_INVALID_ARGUMENT
+                    ? ErrorCode::kINVALID_ARGUMENT
+                    : ErrorCode::kUNSPECIFIED_ERROR;
+            reportError(mRecorder, code,
+                where("enqueue") + ": dcnForward failed (status " + std::to_string(static_cast<int32_t>(status))
+                    + "): " + message);
+            return static_cast<int32_t>(status);
+        }
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "enqueue", e);
+    }
+    return -1;
+}
+
+nvinfer1::IPluginV3* DcnPlugin::attachToContext(nvinfer1::IPluginResourceContext* context) noexcept
+{
+    try
+    {
+        auto* attached = new DcnPlugin(*this);
+        attached->setErrorRecorder(context != nullptr ? context->getErrorRecorder() : nullptr);
+        return attached;
+    }
+    catch (std::exception const& e)
+    {
+        reportException(mRecorder, mLayerName.c_str(), "attachToContext", e);
+    }
+    return nullptr;
+}
+
+} // namespace trt
+} // namespace dcnconvert
