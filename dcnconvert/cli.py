@@ -129,7 +129,8 @@ def inspect(model: Path, target: str, json_mode: bool) -> None:
                 d["problems"] = [p.to_dict() for p in problems]
                 if problems:
                     d["convertible"] = False
-                    d["reason"] = str(problems[0]) + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+                    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+                    d["reason"] = str(problems[0]) + more
                 matches.append(d)
         if not matches:
             add_warning(f"no deformable convolution node found in {model}")

@@ -219,7 +219,8 @@ def register(group: click.Group) -> None:
             except errors.MissingDependencyError as exc:
                 exc.message = (f"{exc.message}; the rewritten model was written to {onnx_out}, "
                                "the engine was not built")
-                raise attach_payload(exc, payload)
+                attach_payload(exc, payload)
+                raise
             payload.update(build_mod.build_engine(proto, output, options, env=env))
             add_output("engine", str(output))
             if do_verify:
@@ -227,7 +228,8 @@ def register(group: click.Group) -> None:
                 try:
                     payload.update(_run_verify(output, proto, model, vopts, env, json_mode))
                 except errors.AccuracyError as exc:
-                    raise attach_payload(exc, payload)
+                    attach_payload(exc, payload)
+                    raise
             return payload
 
         run_command("convert", json_mode, work, render=_render_build, inputs={"model": str(model)})

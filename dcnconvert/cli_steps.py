@@ -36,7 +36,8 @@ def check_output_path(model: Path, output: Path, option: str = "-o") -> None:
     if same:
         raise errors.UsageError(
             f"{option} {output} is the input model; dcnconvert never overwrites its input",
-            hint=f"write to another file, e.g. {option} {output.with_name(output.stem + '.out' + output.suffix)}",
+            hint=f"write to another file, e.g. {option} "
+            f"{output.with_name(output.stem + '.out' + output.suffix)}",
         )
     if output.is_dir():
         raise errors.OutputError(f"output path {output} is a directory", hint="give a file name")

@@ -15,8 +15,6 @@ code  meaning
 
 from __future__ import annotations
 
-from typing import Optional
-
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -35,7 +33,7 @@ class DcnConvertError(Exception):
 
     exit_code = EXIT_ERROR
 
-    def __init__(self, message: str, hint: Optional[str] = None, node: Optional[str] = None):
+    def __init__(self, message: str, hint: str | None = None, node: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint

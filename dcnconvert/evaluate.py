@@ -63,7 +63,8 @@ def plugin_node_forward(inputs: Sequence[np.ndarray | None], attrs: Mapping[str,
     """
     if len(inputs) not in (4, 5) or any(v is None for v in inputs[:4]):
         raise ModelError(
-            f"a {schema.PLUGIN_NAME} node needs inputs x, offset, mask, weight[, bias]; got {len(inputs)} inputs"
+            f"a {schema.PLUGIN_NAME} node needs inputs x, offset, mask, weight[, bias]; "
+            f"got {len(inputs)} inputs"
         )
     x = np.asarray(inputs[0])
     bias = inputs[4] if len(inputs) == 5 else None
@@ -162,7 +163,7 @@ def run_model(
 
         evaluator = ReferenceEvaluator(model, new_ops=_reference_new_ops())
         results = evaluator.run(names, dict(feeds))
-        return dict(zip(names, results))
+        return dict(zip(names, results, strict=True))
     return _run_split(model, feeds, names)
 
 
@@ -244,7 +245,7 @@ def _run_segment(
     options.log_severity_level = 3
     session = ort.InferenceSession(seg.SerializeToString(), options, providers=["CPUExecutionProvider"])
     feeds = {i.name: known[i.name] for i in graph_inputs}
-    for name, value in zip(outputs, session.run(outputs, feeds)):
+    for name, value in zip(outputs, session.run(outputs, feeds), strict=True):
         known[name] = value
 
 

@@ -96,7 +96,7 @@ def _inputs(node: onnx.NodeProto, roles: Sequence[str | None], minimum: int) -> 
         raise NotConvertible(f"{node.op_type} needs at least {minimum} inputs, the node has {len(names)}")
     if len(names) > len(roles):
         raise NotConvertible(f"{node.op_type} takes at most {len(roles)} inputs, the node has {len(names)}")
-    return {role: name for role, name in zip(roles, names) if role and name}
+    return {role: name for role, name in zip(roles, names, strict=False) if role and name}
 
 
 def _finish(
@@ -125,7 +125,8 @@ def _finish(
         if rank is not None and rank != 4:
             kind = {5: "3-D", 3: "1-D"}.get(rank)
             if kind:
-                raise NotConvertible(f"{kind} deformable convolution ({label} rank {rank}); only 2-D is supported")
+                raise NotConvertible(
+                    f"{kind} deformable convolution ({label} rank {rank}); only 2-D is supported")
             raise NotConvertible(f"{label} has rank {rank}; a 2-D deformable convolution needs rank 4")
     weight = parsed.inputs.get("weight")
     kh, kw = info.dim(weight, 2), info.dim(weight, 3)
@@ -197,7 +198,8 @@ def _trt_pro_values(node: onnx.NodeProto) -> dict:
 def _parse_deform_conv_inputs(node: onnx.NodeProto, info: GraphInfo, parsed: ParsedDcn) -> None:
     """Standard DeformConv: detect the swapped (mask, bias) exporter bug by rank; label Paddle2ONNX."""
     bias, mask = parsed.inputs.get("bias"), parsed.inputs.get("mask")
-    if (not info.is_absent(bias) and info.rank(bias) == 4) or (not info.is_absent(mask) and info.rank(mask) == 1):
+    bias_is_mask = not info.is_absent(bias) and info.rank(bias) == 4
+    if bias_is_mask or (not info.is_absent(mask) and info.rank(mask) == 1):
         parsed.form = "onnx.DeformConv.swapped"
         parsed.notes.append("inputs 3 and 4 (bias, mask) given in swapped order; swapped back by rank")
         for role, name in (("mask", bias), ("bias", mask)):
@@ -231,7 +233,8 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
     for key, default in spec.defaults.items():
         if key not in values:
             if default is REQUIRED:
-                raise NotConvertible(f"attribute '{key}' is missing and its default is not defined for {spec.form}")
+                raise NotConvertible(
+                    f"attribute '{key}' is missing and its default is not defined for {spec.form}")
             values[key] = default
     padding, parsed.prepad = plugin_padding(spec.padding, values["padding"])
     if parsed.prepad:
@@ -242,7 +245,8 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
             raise NotConvertible(f"{spec.form} has no group support; 'groups' = {group}")
         group = 1
     dg = as_int(values["dg"], "deformable_group") if "dg" in values else None
-    _finish(node, info, parsed, values["stride"], padding, values["dilation"], group, dg, values.get("kernel_shape"))
+    _finish(node, info, parsed, values["stride"], padding, values["dilation"], group, dg,
+            values.get("kernel_shape"))
     if spec.form == "dcnconvert.ModulatedDeformConv2d":
         target = schema.target_of_node_attrs({
             schema.ATTR_PLUGIN_VERSION: values.get("plugin_version", "1"),

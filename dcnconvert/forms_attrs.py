@@ -82,7 +82,8 @@ def pair(value, name: str) -> tuple[int, int]:
         if len(value) == 2:
             return int(value[0]), int(value[1])
         if len(value) == 3:
-            raise NotConvertible(f"3-D deformable convolution ('{name}' has 3 values {list(value)}); only 2-D is supported")
+            raise NotConvertible(
+                f"3-D deformable convolution ('{name}' has 3 values {list(value)}); only 2-D is supported")
     raise NotConvertible(f"attribute '{name}' is {value!r}; expected an integer or a pair of integers")
 
 
@@ -111,7 +112,9 @@ def doubled_pads(pads, name: str) -> tuple[int, int]:
     return pair(pads, name)
 
 
-def split_asymmetric(pads: tuple[int, int, int, int]) -> tuple[tuple[int, int], tuple[int, int, int, int] | None]:
+def split_asymmetric(
+    pads: tuple[int, int, int, int],
+) -> tuple[tuple[int, int], tuple[int, int, int, int] | None]:
     """(plugin padding, prepad) for begin/end pads.
 
     Symmetric pads stay in the plugin. Otherwise all padding moves into an explicit zero ``Pad`` of

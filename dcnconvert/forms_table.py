@@ -57,7 +57,8 @@ class FormSpec:
         ignored: attribute names without meaning for the conversion.
         mask_kind: ``tensor``, ``ones`` or ``logits``.
         padding: ``pair`` (INT or INTS[2]), ``doubled`` (mmdeploy ``[pH, pH, pW, pW]`` or a pair),
-            ``begin_end`` (ONNX ``[hb, wb, he, we]``) or ``paddle`` (a pair or ``[top, bottom, left, right]``).
+            ``begin_end`` (ONNX ``[hb, wb, he, we]``) or ``paddle`` (a pair or
+            ``[top, bottom, left, right]``).
         defaults: values of missing attributes (``REQUIRED``: missing is not convertible).
         group_one: the form has no groups (group 1; a given value other than 1 is refused).
     """
@@ -81,18 +82,20 @@ def _spec(form, roles, known, **kw) -> FormSpec:
 SPECS: dict[str, FormSpec] = {s.form: s for s in (
     *(_spec(f"{label}.MMCVModulatedDeformConv2d", _MODULATED, _MMCV_KNOWN)
       for label in ("mmcv", "mmdeploy", "mmcv-legacy")),
-    *(_spec(f"{label}.MMCVDeformConv2d", _DCNV1, _MMCV_KNOWN, ignored=("bias", "im2col_step"), mask_kind="ones",
-            padding="doubled") for label in ("mmcv", "mmdeploy", "mmcv-legacy")),
+    *(_spec(f"{label}.MMCVDeformConv2d", _DCNV1, _MMCV_KNOWN, ignored=("bias", "im2col_step"),
+            mask_kind="ones", padding="doubled") for label in ("mmcv", "mmdeploy", "mmcv-legacy")),
     *(_spec(form, ("x", "weight", "offset", "bias", "mask"), {
         "stride": ("strides",), "padding": ("pads",), "dilation": ("dilations",), "group": ("group",),
         "dg": ("offset_group",), "kernel_shape": ("kernel_shape",)}, min_inputs=3, padding="begin_end",
         defaults={"stride": 1, "padding": [0, 0, 0, 0], "dilation": 1, "group": 1})
       for form in ("onnx.DeformConv", "onnx.DeformConv.swapped", "paddle2onnx.DeformConv")),
     _spec("nonstandard.DeformConv", ("x", "offset", "weight", "bias"), {
-        "stride": ("stride",), "padding": ("padding",), "dilation": ("dilation",), "group": ("groups", "group"),
+        "stride": ("stride",), "padding": ("padding",), "dilation": ("dilation",),
+        "group": ("groups", "group"),
         "dg": ("offset_groups", "offset_group", "deform_groups", "deformable_groups")}, mask_kind="ones"),
     _spec("openvino.DeformableConv2D", _DCNV1, {
-        "stride": ("strides",), "padding": ("pads",), "dilation": ("dilations",), "group": ("groups", "group"),
+        "stride": ("strides",), "padding": ("pads",), "dilation": ("dilations",),
+        "group": ("groups", "group"),
         "dg": ("deformable_groups", "deformable_group"), "kernel_shape": ("kernel_shape",)},
         mask_kind="ones", padding="doubled"),
     _spec("tao.ModulatedDeformConv2d", _MODULATED, _PLUGIN_KNOWN),
@@ -107,9 +110,11 @@ SPECS: dict[str, FormSpec] = {s.form: s for s in (
     # tensorRT_Pro writes info="" and its plugin hard-codes stride 1, padding 1, dilation 1, dg 1.
     _spec("tensorrt_pro.Plugin.DCNv2", _LOGITS, LOGIT_KNOWN, mask_kind="logits", group_one=True,
           defaults={"stride": 1, "padding": 1, "dilation": 1, "dg": 1}),
-    _spec("eweill.DCNv2_TRT", _LOGITS, {**LOGIT_KNOWN, "name": ("name",)}, mask_kind="logits", group_one=True),
+    _spec("eweill.DCNv2_TRT", _LOGITS, {**LOGIT_KNOWN, "name": ("name",)}, mask_kind="logits",
+          group_one=True),
     _spec("paddle-legacy.deformable_conv", ("x", "weight", "mask", "offset"), {
-        "stride": ("strides", "stride"), "padding": ("paddings", "padding"), "dilation": ("dilations", "dilation"),
+        "stride": ("strides", "stride"), "padding": ("paddings", "padding"),
+        "dilation": ("dilations", "dilation"),
         "group": ("groups",), "dg": ("deformable_groups",)}, ignored=("im2col_step",), padding="paddle",
         min_inputs=4),
 )}

@@ -91,7 +91,8 @@ def load_model(path: PathLike) -> onnx.ModelProto:
             hint="re-export or re-download the model",
         ) from None
     except OSError as exc:
-        raise ModelError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions") from None
+        raise ModelError(f"cannot read {path}: {exc.strerror or exc}",
+                         hint="check the file's permissions") from None
     _check_looks_like_onnx(model, path)
     if uses_external_data(model):
         try:
@@ -214,7 +215,8 @@ def save_model(
         os.replace(tmp, path)
     except OSError as exc:
         _remove_quietly(tmp)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}", hint="check the folder's permissions") from None
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}",
+                          hint="check the folder's permissions") from None
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -273,7 +275,8 @@ def _save_external(model: onnx.ModelProto, path: Path, folder: Path) -> list[Pat
         _remove_quietly(tmp_data)
         if renamed_data:
             _remove_quietly(data_path)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}", hint="check the folder's permissions and free space") from None
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}",
+                          hint="check the folder's permissions and free space") from None
     except BaseException:
         _remove_quietly(tmp_onnx)
         _remove_quietly(tmp_data)

@@ -91,7 +91,8 @@ def model_size_bytes(model: onnx.ModelProto) -> int:
         return sum(tensor_nbytes(t) for t in iter_tensors(model))
 
 
-def externalize(src: onnx.TensorProto, dst: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+def externalize(src: onnx.TensorProto, dst: onnx.TensorProto, location: str, offset: int,
+                length: int) -> None:
     """Fill ``dst`` with ``src``'s metadata and an external reference instead of data."""
     dst.name = src.name
     dst.dims.extend(src.dims)
@@ -142,7 +143,10 @@ def _is_repeated(field) -> bool:
 
 
 def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
-    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)`` (None: none)."""
+    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)``.
+
+    ``write=None`` leaves the initializers out.
+    """
     for field, value in model.ListFields():
         if field.name == "graph":
             continue

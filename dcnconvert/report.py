@@ -169,8 +169,8 @@ def match_to_dict(match: Any) -> dict[str, Any]:
     ``attrs``, ``kernel``, ``shapes``, ``with_bias``, ``mask``, ``convertible``, ``reason``, ...)."""
     if hasattr(match, "to_dict"):
         return to_jsonable(match.to_dict())
-    out = {name: to_jsonable(getattr(match, name, None))
-           for name in ("op_type", "domain", "form", "kernel", "shapes", "with_bias", "convertible", "reason")}
+    names = ("op_type", "domain", "form", "kernel", "shapes", "with_bias", "convertible", "reason")
+    out = {name: to_jsonable(getattr(match, name, None)) for name in names}
     out["node"] = getattr(match, "node_name", None)
     out["attrs"] = attrs_to_dict(getattr(match, "attrs", None))
     return out

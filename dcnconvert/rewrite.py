@@ -117,17 +117,20 @@ class _Builder:
         return gs.Constant(self.names(base), values)
 
     def node(self, op: str, base: str, inputs, attrs=None, n_out: int = 1) -> list[gs.Variable]:
-        outs = [gs.Variable(self.names(f"{base}_out" if n_out == 1 else f"{base}_out{i}")) for i in range(n_out)]
-        self.nodes.append(gs.Node(op=op, name=self.names(base), attrs=attrs or {}, inputs=list(inputs), outputs=outs))
+        outs = [gs.Variable(self.names(f"{base}_out" if n_out == 1 else f"{base}_out{i}"))
+                for i in range(n_out)]
+        self.nodes.append(gs.Node(op=op, name=self.names(base), attrs=attrs or {}, inputs=list(inputs),
+                                  outputs=outs))
         return outs
 
     def pad(self, base: str, x: gs.Tensor, prepad: tuple[int, int, int, int]) -> gs.Tensor:
         hb, wb, he, we = prepad
         pads = [0, 0, hb, wb, 0, 0, he, we]
         if self.opset >= 11:
-            return self.node("Pad", f"{base}/dcnconvert_pad", [x, self.const(f"{base}/dcnconvert_pads", np.array(pads, np.int64))],
-                             {"mode": "constant"})[0]
-        return self.node("Pad", f"{base}/dcnconvert_pad", [x], {"mode": "constant", "pads": pads, "value": 0.0})[0]
+            pads_const = self.const(f"{base}/dcnconvert_pads", np.array(pads, np.int64))
+            return self.node("Pad", f"{base}/dcnconvert_pad", [x, pads_const], {"mode": "constant"})[0]
+        return self.node("Pad", f"{base}/dcnconvert_pad", [x],
+                         {"mode": "constant", "pads": pads, "value": 0.0})[0]
 
     def channel_slice(self, base: str, data: gs.Tensor, start: int, end: int) -> gs.Tensor:
         if self.opset >= 10:
@@ -150,18 +153,22 @@ class _Builder:
             values = np.ones(shape, helper.tensor_dtype_to_np_dtype(dtype))
             return self.const(f"{base}/dcnconvert_ones_mask", values)
         shape = self.node("Shape", f"{base}/dcnconvert_offset_shape", [offset])[0]
-        batch = self.node("Gather", f"{base}/dcnconvert_batch", [shape, self.const(f"{base}/dcnconvert_idx0", np.array([0], np.int64))],
+        batch = self.node("Gather", f"{base}/dcnconvert_batch",
+                          [shape, self.const(f"{base}/dcnconvert_idx0", np.array([0], np.int64))],
                           {"axis": 0})[0]
         spatial = self.node("Gather", f"{base}/dcnconvert_spatial",
-                            [shape, self.const(f"{base}/dcnconvert_idx23", np.array([2, 3], np.int64))], {"axis": 0})[0]
+                            [shape, self.const(f"{base}/dcnconvert_idx23", np.array([2, 3], np.int64))],
+                            {"axis": 0})[0]
         if channels is not None:
             chan = self.const(f"{base}/dcnconvert_mask_channels", np.array([channels], np.int64))
         else:  # kernel unknown: mask channels = offset channels / 2
             off_c = self.node("Gather", f"{base}/dcnconvert_offset_channels",
-                              [shape, self.const(f"{base}/dcnconvert_idx1", np.array([1], np.int64))], {"axis": 0})[0]
+                              [shape, self.const(f"{base}/dcnconvert_idx1", np.array([1], np.int64))],
+                              {"axis": 0})[0]
             chan = self.node("Div", f"{base}/dcnconvert_mask_channels",
                              [off_c, self.const(f"{base}/dcnconvert_two", np.array([2], np.int64))])[0]
-        mask_shape = self.node("Concat", f"{base}/dcnconvert_mask_shape", [batch, chan, spatial], {"axis": 0})[0]
+        mask_shape = self.node("Concat", f"{base}/dcnconvert_mask_shape", [batch, chan, spatial],
+                               {"axis": 0})[0]
         one = helper.make_tensor("value", dtype, [1], [1])
         return self.node("ConstantOfShape", f"{base}/dcnconvert_ones_mask", [mask_shape], {"value": one})[0]
 
@@ -337,7 +344,8 @@ def _splice(out: onnx.ModelProto, replacements: dict[int, list[onnx.NodeProto]],
         out.opset_import.append(helper.make_opsetid(schema.PLUGIN_DOMAIN, schema.PLUGIN_DOMAIN_VERSION))
     elif domains[schema.PLUGIN_DOMAIN].version != schema.PLUGIN_DOMAIN_VERSION:
         report.warnings.append(
-            f"opset_import has domain '{schema.PLUGIN_DOMAIN}' version {domains[schema.PLUGIN_DOMAIN].version}; kept"
+            f"opset_import has domain '{schema.PLUGIN_DOMAIN}' version "
+            f"{domains[schema.PLUGIN_DOMAIN].version}; kept"
         )
     helpers_added = any(n.domain == "" for new in replacements.values() for n in new)
     if needs_default_opset and helpers_added and default_opset(out) is None:

@@ -46,9 +46,12 @@ _MODULATED, _DCNV1, _LOGITS = "modulated", "dcnv1", "logits"
 # form -> (op_type, domain, domain opset, default ONNX opset, mask kind, has bias input,
 #          group allowed, square only)
 _SPEC: dict[str, tuple] = {
-    "mmcv.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "mmcv", 1, 11, _MODULATED, True, True, False),
-    "mmdeploy.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "mmdeploy", 1, 11, _MODULATED, True, True, False),
-    "mmcv-legacy.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "", 0, 11, _MODULATED, True, True, False),
+    "mmcv.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "mmcv", 1, 11, _MODULATED, True, True,
+                                       False),
+    "mmdeploy.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "mmdeploy", 1, 11, _MODULATED, True,
+                                           True, False),
+    "mmcv-legacy.MMCVModulatedDeformConv2d": ("MMCVModulatedDeformConv2d", "", 0, 11, _MODULATED, True, True,
+                                              False),
     "mmcv.MMCVDeformConv2d": ("MMCVDeformConv2d", "mmcv", 1, 11, _DCNV1, False, True, False),
     "mmdeploy.MMCVDeformConv2d": ("MMCVDeformConv2d", "mmdeploy", 1, 11, _DCNV1, False, True, False),
     "mmcv-legacy.MMCVDeformConv2d": ("MMCVDeformConv2d", "", 0, 11, _DCNV1, False, True, False),
@@ -56,14 +59,17 @@ _SPEC: dict[str, tuple] = {
     "onnx.DeformConv.swapped": ("DeformConv", "", 0, 19, _MODULATED, True, True, False),
     "paddle2onnx.DeformConv": ("DeformConv", "", 0, 19, _MODULATED, True, True, False),
     "nonstandard.DeformConv": ("DeformConv", "", 0, 17, _DCNV1, True, True, False),
-    "openvino.DeformableConv2D": ("DeformableConv2D", "org.openvinotoolkit", 1, 11, _DCNV1, False, True, False),
+    "openvino.DeformableConv2D": ("DeformableConv2D", "org.openvinotoolkit", 1, 11, _DCNV1, False, True,
+                                  False),
     "tao.ModulatedDeformConv2d": ("ModulatedDeformConv2d", "", 0, 17, _MODULATED, True, True, False),
-    "dcnconvert.ModulatedDeformConv2d": (schema.PLUGIN_NAME, schema.PLUGIN_DOMAIN, schema.PLUGIN_DOMAIN_VERSION, 17,
-                                         _MODULATED, True, True, False),
+    "dcnconvert.ModulatedDeformConv2d": (schema.PLUGIN_NAME, schema.PLUGIN_DOMAIN,
+                                         schema.PLUGIN_DOMAIN_VERSION, 17, _MODULATED, True, True, False),
     "centernet.DCNv2": ("DCNv2", "", 0, 9, _MODULATED, True, True, True),
     "dcnv2_latest.DCNv2_2": ("DCNv2_2", "", 0, 11, _MODULATED, True, False, False),
-    "bevformer.ModulatedDeformableConv2dTRT": ("ModulatedDeformableConv2dTRT", "", 0, 13, _MODULATED, True, True, False),
-    "bevformer.ModulatedDeformableConv2dTRT2": ("ModulatedDeformableConv2dTRT2", "", 0, 13, _MODULATED, True, True, False),
+    "bevformer.ModulatedDeformableConv2dTRT": ("ModulatedDeformableConv2dTRT", "", 0, 13, _MODULATED, True,
+                                               True, False),
+    "bevformer.ModulatedDeformableConv2dTRT2": ("ModulatedDeformableConv2dTRT2", "", 0, 13, _MODULATED, True,
+                                                True, False),
     "tensorrt_pro.Plugin.DCNv2": ("Plugin", "", 0, 11, _LOGITS, True, False, False),
     "eweill.DCNv2_TRT": ("DCNv2_TRT", "", 0, 11, _LOGITS, True, False, False),
     "paddle-legacy.deformable_conv": ("deformable_conv", "custom", 1, 11, _MODULATED, False, True, False),
@@ -106,7 +112,8 @@ def _params(form: str, n=1, c=4, h=7, w=9, cout=6, kernel=(3, 3), stride=(1, 1),
         raise ValueError(f"{form} has no bias input")
     if group != 1 and not group_ok:
         raise ValueError(f"{form} cannot express group = {group} (group 1 only)")
-    if square_only and not (stride[0] == stride[1] and padding[0] == padding[1] and dilation[0] == dilation[1]):
+    square = stride[0] == stride[1] and padding[0] == padding[1] and dilation[0] == dilation[1]
+    if square_only and not square:
         raise ValueError(f"{form} has scalar attributes: square stride/padding/dilation only")
     for name, value in (("c", c), ("cout", cout), ("n", n), ("h", h), ("w", w), ("group", group),
                         ("deformable_group", deformable_group), ("kh", kh), ("kw", kw)):
@@ -147,15 +154,18 @@ def supports(form: str, **kwargs) -> bool:
 
 def _attrs(p: dict) -> dict[str, object]:
     """The node attributes of ``p['form']``."""
-    form, s, pd, d, g, dg = p["form"], list(p["stride"]), list(p["padding"]), list(p["dilation"]), p["group"], p["dg"]
+    form, g, dg = p["form"], p["group"], p["dg"]
+    s, pd, d = list(p["stride"]), list(p["padding"]), list(p["dilation"])
     if form.endswith("MMCVModulatedDeformConv2d") or form.startswith("bevformer."):
         return {"stride": s, "padding": pd, "dilation": d, "groups": g, "deform_groups": dg}
     if form == "mmcv.MMCVDeformConv2d":
-        return {"stride": s, "padding": pd, "dilation": d, "groups": g, "deform_groups": dg, "bias": 0, "im2col_step": 32}
+        return {"stride": s, "padding": pd, "dilation": d, "groups": g, "deform_groups": dg, "bias": 0,
+                "im2col_step": 32}
     if form == "mmcv-legacy.MMCVDeformConv2d":
         return {"stride": s, "padding": pd, "dilation": d, "groups": g, "deform_groups": dg, "bias": 0}
     if form == "mmdeploy.MMCVDeformConv2d":
-        return {"stride": s, "padding": [pd[0], pd[0], pd[1], pd[1]], "dilation": d, "groups": g, "deform_groups": dg}
+        return {"stride": s, "padding": [pd[0], pd[0], pd[1], pd[1]], "dilation": d, "groups": g,
+                "deform_groups": dg}
     if form in ("onnx.DeformConv", "onnx.DeformConv.swapped"):
         return {"dilations": d, "group": g, "offset_group": dg, "pads": list(p["pads"]), "strides": s}
     if form == "paddle2onnx.DeformConv":
@@ -176,12 +186,14 @@ def _attrs(p: dict) -> dict[str, object]:
     if form == "tensorrt_pro.Plugin.DCNv2":
         info = ""
         if _has_info(p["stride"], p["padding"], p["dilation"], dg):
-            info = json.dumps({"stride": s, "padding": pd, "dilation": d, "deformable_groups": dg}, sort_keys=True)
+            info = json.dumps({"stride": s, "padding": pd, "dilation": d, "deformable_groups": dg},
+                              sort_keys=True)
         return {"name": "DCNv2", "info": info}
     if form == "eweill.DCNv2_TRT":
         return {"dilation": d, "padding": pd, "stride": s, "deformable_groups": dg, "name": "DCNv2"}
     if form == "paddle-legacy.deformable_conv":
-        return {"stride": s, "padding": pd, "dilation": d, "groups": g, "deformable_groups": dg, "im2col_step": 1}
+        return {"stride": s, "padding": pd, "dilation": d, "groups": g, "deformable_groups": dg,
+                "im2col_step": 1}
     raise AssertionError(form)  # pragma: no cover
 
 
@@ -227,12 +239,14 @@ def build(
     rng = np.random.default_rng(seed)
     k = p["kh"] * p["kw"]
     dg = p["dg"]
-    weight = (rng.standard_normal((p["cout"], p["c"] // p["group"], p["kh"], p["kw"])) * 0.5).astype(np.float32)
+    weight_shape = (p["cout"], p["c"] // p["group"], p["kh"], p["kw"])
+    weight = (rng.standard_normal(weight_shape) * 0.5).astype(np.float32)
     bias_values = rng.standard_normal(p["cout"]).astype(np.float32)
     if form == "paddle2onnx.DeformConv" and not p["bias"]:
         bias_values = np.zeros(p["cout"], np.float32)  # Paddle2ONNX always feeds a (zero) bias Constant
 
-    nn_, hh, ww, oh, ow = (("N", "H", "W", "OH", "OW") if dynamic else (p["n"], p["h"], p["w"], p["oh"], p["ow"]))
+    io_dims = ("N", "H", "W", "OH", "OW") if dynamic else (p["n"], p["h"], p["w"], p["oh"], p["ow"])
+    nn_, hh, ww, oh, ow = io_dims
     F = TensorProto.FLOAT
     x = helper.make_tensor_value_info("x", F, [nn_, p["c"], hh, ww])
     y = helper.make_tensor_value_info("y", F, [nn_, p["cout"], oh, ow])
@@ -274,7 +288,8 @@ def build(
     opsets = [helper.make_opsetid("", p["opset"])]
     if p["domain"]:
         opsets.append(helper.make_opsetid(p["domain"], p["dver"]))
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="dcnconvert.samples", producer_version="1")
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="dcnconvert.samples",
+                              producer_version="1")
     model.ir_version = helper.find_min_ir_version_for(opsets, ignore_unknown=True)
     dims = {"N": p["n"], "H": p["h"], "W": p["w"], "OH": p["oh"], "OW": p["ow"]}
     for key, value in ((META_FORM, form), (META_DIMS, json.dumps(dims, sort_keys=True))):
@@ -291,7 +306,9 @@ def sample_dims(model: onnx.ModelProto) -> dict[str, int]:
     return {}
 
 
-def input_feeds(model: onnx.ModelProto, seed: int = 0, *, dims: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+def input_feeds(
+    model: onnx.ModelProto, seed: int = 0, *, dims: dict[str, int] | None = None
+) -> dict[str, np.ndarray]:
     """Random inputs for every graph input that is not an initializer.
 
     ``offset`` ~ N(0, 2) (so some samples leave the image), ``mask`` uniform in (0, 1),

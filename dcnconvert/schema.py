@@ -8,7 +8,6 @@ defined here once. The C++ creator in ``plugin_src/trt`` declares the same value
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
 
 #: op_type of every rewritten node; also the plugin (creator) name.
 PLUGIN_NAME = "ModulatedDeformConv2d"
@@ -37,7 +36,7 @@ ATTR_PLUGIN_VERSION = "plugin_version"
 ATTR_PLUGIN_NAMESPACE = "plugin_namespace"
 
 #: The plugin fields, in the order the creator declares them, with their length.
-PLUGIN_FIELDS: Tuple[Tuple[str, int], ...] = (
+PLUGIN_FIELDS: tuple[tuple[str, int], ...] = (
     (ATTR_STRIDE, 2),
     (ATTR_PADDING, 2),
     (ATTR_DILATION, 2),
@@ -46,7 +45,7 @@ PLUGIN_FIELDS: Tuple[Tuple[str, int], ...] = (
 )
 
 #: Plugin input order.
-INPUT_NAMES: Tuple[str, ...] = ("x", "offset", "mask", "weight", "bias")
+INPUT_NAMES: tuple[str, ...] = ("x", "offset", "mask", "weight", "bias")
 
 
 @dataclass(frozen=True)
@@ -72,11 +71,11 @@ class Target:
 TARGET_DCNCONVERT = Target("dcnconvert", PLUGIN_VERSION, PLUGIN_NAMESPACE, False, True)
 TARGET_TRT_BUILTIN = Target("trt-builtin", "2", "", True, False)
 
-TARGETS: Dict[str, Target] = {t.name: t for t in (TARGET_DCNCONVERT, TARGET_TRT_BUILTIN)}
+TARGETS: dict[str, Target] = {t.name: t for t in (TARGET_DCNCONVERT, TARGET_TRT_BUILTIN)}
 DEFAULT_TARGET = TARGET_DCNCONVERT.name
 
 
-def target_of_node_attrs(attrs: Dict[str, object]) -> Target | None:
+def target_of_node_attrs(attrs: dict[str, object]) -> Target | None:
     """Return the target a plugin node's ``plugin_version``/``plugin_namespace`` attributes select."""
     version = attrs.get(ATTR_PLUGIN_VERSION, "1")
     namespace = attrs.get(ATTR_PLUGIN_NAMESPACE, "")
@@ -90,9 +89,9 @@ def target_of_node_attrs(attrs: Dict[str, object]) -> Target | None:
 class DcnAttrs:
     """Canonical attributes of one deformable convolution, pairs in ``(h, w)`` order."""
 
-    stride: Tuple[int, int] = (1, 1)
-    padding: Tuple[int, int] = (0, 0)
-    dilation: Tuple[int, int] = (1, 1)
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
     group: int = 1
     deformable_group: int = 1
 
@@ -100,7 +99,7 @@ class DcnAttrs:
     def is_square(self) -> bool:
         return all(p[0] == p[1] for p in (self.stride, self.padding, self.dilation))
 
-    def node_attrs(self, target: Target) -> Dict[str, object]:
+    def node_attrs(self, target: Target) -> dict[str, object]:
         """The plugin node's attributes for ``target`` (python ints/lists/strs, as onnx.helper types them)."""
         return {
             ATTR_STRIDE: [int(v) for v in self.stride],
@@ -112,7 +111,7 @@ class DcnAttrs:
             ATTR_PLUGIN_NAMESPACE: target.plugin_namespace,
         }
 
-    def output_hw(self, h: int, w: int, kh: int, kw: int) -> Tuple[int, int]:
+    def output_hw(self, h: int, w: int, kh: int, kw: int) -> tuple[int, int]:
         """Output spatial size for an ``h x w`` input and a ``kh x kw`` kernel."""
         sh, sw = self.stride
         ph, pw = self.padding

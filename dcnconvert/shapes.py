@@ -164,7 +164,7 @@ def _check_against_input(info: InputInfo, shape: Shape, option: str) -> None:
             f"but {len(shape)} dimensions were given ({'x'.join(map(str, shape)) or 'scalar'})",
             hint=f"give {len(info.dims)} dimensions for '{info.name}'",
         )
-    for axis, (want, got) in enumerate(zip(info.dims, shape)):
+    for axis, (want, got) in enumerate(zip(info.dims, shape, strict=False)):
         if isinstance(want, int) and want >= 0 and want != got:
             raise UsageError(
                 f"{option}: input '{info.name}' has fixed dimension {want} at axis {axis} "
@@ -261,7 +261,7 @@ def build_profiles(
         )
 
     profiles: list[Profile] = []
-    for index, (mn, op, mx) in enumerate(zip(mins, opts, maxs)):
+    for index, (mn, op, mx) in enumerate(zip(mins, opts, maxs, strict=True)):
         if not (set(mn) == set(op) == set(mx)):
             raise UsageError(
                 f"optimization profile {index}: --min-shapes names {sorted(mn)}, --opt-shapes {sorted(op)}, "
@@ -280,7 +280,8 @@ def build_profiles(
                                   ("--max-shapes", mx[name])):
                 _check_against_input(info, shape, option)
             lo, mid, hi = mn[name], op[name], mx[name]
-            if any(a > b for a, b in zip(lo, mid)) or any(a > b for a, b in zip(mid, hi)):
+            if (any(a > b for a, b in zip(lo, mid, strict=False))
+                    or any(a > b for a, b in zip(mid, hi, strict=False))):
                 raise UsageError(
                     f"optimization profile {index}: input '{name}' needs min <= opt <= max in every "
                     f"dimension, "

@@ -182,7 +182,8 @@ def _deform_conv_node(node: onnx.NodeProto, weight_dims: dict[str, list[int]]) -
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if len(node.input) not in (4, 5) or not all(node.input[:4]):
         raise ModelError(
-            f"plugin node '{node.name}' has inputs {list(node.input)}; expected x, offset, mask, weight[, bias]",
+            f"plugin node '{node.name}' has inputs {list(node.input)}; "
+            "expected x, offset, mask, weight[, bias]",
             node=node.name,
         )
     if len(node.output) != 1:
@@ -199,7 +200,8 @@ def _deform_conv_node(node: onnx.NodeProto, weight_dims: dict[str, list[int]]) -
     if dims is not None:
         if len(dims) != 4:
             raise UnsupportedNodeError(
-                f"plugin node '{node.name}': weight '{weight}' has shape {dims}; only 2-D DCN (4-D weight) exists",
+                f"plugin node '{node.name}': weight '{weight}' has shape {dims}; "
+                "only 2-D DCN (4-D weight) exists",
                 node=node.name,
             )
         extra["kernel_shape"] = [int(dims[2]), int(dims[3])]

@@ -52,8 +52,8 @@ def problems(match: DcnMatch, target: schema.Target | str | None = None) -> list
     if not match.convertible or match.attrs is None:
         return [
             UnsupportedNodeError(
-                f"node '{match.label}' ({match.form}, {match.domain or 'ai.onnx'}::{match.op_type}) cannot be "
-                f"converted: {match.reason}",
+                f"node '{match.label}' ({match.form}, {match.domain or 'ai.onnx'}::{match.op_type}) "
+                f"cannot be converted: {match.reason}",
                 hint="dcnconvert converts 2-D deformable convolutions of the forms listed by "
                 "`dcnconvert inspect`; re-export this layer in one of them",
                 node=match.label,
@@ -106,8 +106,10 @@ def _channel_problems(match: DcnMatch) -> list[DcnConvertError]:
                           "check the group attribute and the weight"))
     bias_len = _dim(match, "bias", 0)
     bias_shape = match.shapes.get("bias")
-    if cout is not None and bias_shape is not None and (len(bias_shape) != 1 or (bias_len is not None and bias_len != cout)):
-        found.append(_err(match, f"bias shape {bias_shape}; expected [{cout}]", "the bias needs one value per output channel"))
+    bad_bias = bias_shape is not None and (len(bias_shape) != 1 or bias_len not in (None, cout))
+    if cout is not None and bad_bias:
+        found.append(_err(match, f"bias shape {bias_shape}; expected [{cout}]",
+                          "the bias needs one value per output channel"))
     if match.kernel is None:
         return found
     kh, kw = match.kernel
@@ -125,7 +127,8 @@ def _channel_problems(match: DcnMatch) -> list[DcnConvertError]:
             found.append(_err(
                 match,
                 f"{role} has {channels} channels; expected {formula[role]} = {expected[role]}",
-                f"check deformable_group ({dg}) and the kernel size ({kh}x{kw}), or the layer producing the {role}",
+                f"check deformable_group ({dg}) and the kernel size ({kh}x{kw}), "
+                f"or the layer producing the {role}",
             ))
     return found
 
@@ -137,7 +140,8 @@ def _spatial_problems(match: DcnMatch) -> list[DcnConvertError]:
     batch = {role: _dim(match, role, 0) for role in ("x", sample_role, "mask") if role in match.shapes}
     known = {role: n for role, n in batch.items() if n is not None}
     if len(set(known.values())) > 1:
-        found.append(_err(match, f"batch sizes differ: {known}", "x, offset and mask need the same batch size"))
+        found.append(_err(match, f"batch sizes differ: {known}",
+                          "x, offset and mask need the same batch size"))
     for role in (sample_role, "mask", "x"):
         shape = match.shapes.get(role)
         if shape is not None and len(shape) != 4:
@@ -185,10 +189,10 @@ def _square_problems(match: DcnMatch, target: schema.Target) -> list[DcnConvertE
         return []
     return [
         UnsupportedNodeError(
-            f"node '{match.label}': {', '.join(odd)} is not square; target '{target.name}' (TensorRT's built-in "
-            "plugin) applies element 0 of each pair to the width axis, so the engine would be wrong (measured "
-            "on an H200: non-square stride leaves outputs unwritten, non-square padding writes past the "
-            "output, non-square dilation is 42% off)",
+            f"node '{match.label}': {', '.join(odd)} is not square; target '{target.name}' (TensorRT's "
+            "built-in plugin) applies element 0 of each pair to the width axis, so the engine would be "
+            "wrong (measured on an H200: non-square stride leaves outputs unwritten, non-square padding "
+            "writes past the output, non-square dilation is 42% off)",
             hint="use the default target: --target dcnconvert",
             node=match.label,
         )

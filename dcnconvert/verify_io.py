@@ -96,7 +96,7 @@ def check_feeds(inputs: Sequence[shapes.InputInfo], feeds: Mapping[str, np.ndarr
     for info in inputs:
         arr = feeds[info.name]
         if info.dims and (arr.ndim != len(info.dims) or any(
-                isinstance(d, int) and d >= 0 and d != s for d, s in zip(info.dims, arr.shape))):
+                isinstance(d, int) and d >= 0 and d != s for d, s in zip(info.dims, arr.shape, strict=True))):
             raise UsageError(f"input '{info.name}' has shape {list(arr.shape)}, the model wants "
                              f"{shapes.format_dims(info.dims)}")
 
