@@ -58,7 +58,8 @@ def main() -> int:
             check_close(out, ref, dtype)
             runs += 1
     print(
-        f"core_sanitize: {runs} runs ({len(cases)} cases x {len(DTYPES)} dtypes) OK in {time.time() - start:.1f} s"
+        f"core_sanitize: {runs} runs ({len(cases)} cases x {len(DTYPES)} dtypes) OK "
+        f"in {time.time() - start:.1f} s"
     )
     return 0
 

@@ -172,19 +172,19 @@ def main() -> int:
     results["acceptance"] = {"fp16_ratio": fp16["ratio"], "limit": 3.0, "pass": fp16["ratio"] <= 3.0}
     print(f"\nFP16 accuracy at large coordinates on {results['device']}: {results['problem']}")
     print(
-        f"{'implementation':32s} {'dtype':9s} {'rel L2 err':>11s} {'floor':>10s} {'ratio':>8s} {'median us':>10s}"
+        f"{'implementation':32s} {'dtype':9s} {'rel L2 err':>11s} {'floor':>10s} {'ratio':>8s} "
+        f"{'median us':>10s}"
     )
     for row in rows:
         if "error" in row:
             print(f"{row['impl']:32s} {row['dtype']:9s} {row['error']}")
             continue
         print(
-            f"{row['impl']:32s} {row['dtype']:9s} {row['rel_l2']:11.3e} {row['floor']:10.3e} {row['ratio']:8.2f} "
-            f"{row['median_us']:10.1f}"
+            f"{row['impl']:32s} {row['dtype']:9s} {row['rel_l2']:11.3e} {row['floor']:10.3e} "
+            f"{row['ratio']:8.2f} {row['median_us']:10.1f}"
         )
-    print(
-        f"acceptance (ours FP16 <= 3 x floor): ratio {fp16['ratio']:.2f} -> {'PASS' if results['acceptance']['pass'] else 'FAIL'}"
-    )
+    verdict = "PASS" if results["acceptance"]["pass"] else "FAIL"
+    print(f"acceptance (ours FP16 <= 3 x floor): ratio {fp16['ratio']:.2f} -> {verdict}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0 if results["acceptance"]["pass"] else 1

@@ -134,8 +134,9 @@ def main() -> int:
         if args.inline:
             onnx.save_model(model, args.generate_only)
         else:
-            onnx.save_model(model, args.generate_only, save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=args.generate_only.name + ".data", size_threshold=1024)
+            onnx.save_model(model, args.generate_only, save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=args.generate_only.name + ".data",
+                            size_threshold=1024)
         return 0
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dcnconvert-bench-"))
@@ -181,8 +182,8 @@ def main() -> int:
         if args.json:
             print(json.dumps(result))
         else:
-            print(f"model          : {args.nodes} DCN blocks, {model_bytes / 2**20:.0f} MiB, {result['layout']} "
-                  f"(output {out_bytes / 2**20:.0f} MiB)")
+            print(f"model          : {args.nodes} DCN blocks, {model_bytes / 2**20:.0f} MiB, "
+                  f"{result['layout']} (output {out_bytes / 2**20:.0f} MiB)")
             print(f"rewrite        : rc={res['rc']}, {res['wall_s']:.2f} s wall "
                   f"(python+imports alone: {import_s:.2f} s), {result['rewritten']} node(s) rewritten")
             print(f"steps          : {result['steps_s']}")

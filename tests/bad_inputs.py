@@ -54,7 +54,9 @@ def _dcn_3d() -> onnx.ModelProto:
         stride=[1, 1, 1], padding=[1, 1, 1], dilation=[1, 1, 1], groups=1, deform_groups=1,
     )
     graph = helper.make_graph([node], "dcn3d", [x, offset, mask], [y], [weight])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("mmcv", 1)])
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("mmcv", 1)]
+    )
 
 
 def corpus_models() -> dict[str, onnx.ModelProto]:

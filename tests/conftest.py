@@ -19,7 +19,7 @@ TRT_HEADER_CANDIDATES = (
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gpu_available() -> str | None:
     """None if a CUDA device is usable through CuPy, else the reason it is not."""
     try:
@@ -46,13 +46,14 @@ def trt_header_dirs() -> list[Path]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tensorrt_available() -> str | None:
     """None if a real TensorRT (with __version__) imports, else the reason."""
     try:
         import tensorrt
     except Exception as exc:
-        return f"the tensorrt module is not importable ({type(exc).__name__}: {exc}); pip install 'dcnconvert[trt]'"
+        return (f"the tensorrt module is not importable ({type(exc).__name__}: {exc}); "
+                "pip install 'dcnconvert[trt]'")
     if not getattr(tensorrt, "__version__", None):
         return "the tensorrt module has no __version__ (stubs or an empty namespace package, not TensorRT)"
     return gpu_available()

@@ -61,7 +61,8 @@ def mmcv_model(tmp_path: Path) -> Path:
 
 
 def _plain_conv_model() -> onnx.ModelProto:
-    w = numpy_helper.from_array(np.random.default_rng(1).standard_normal((2, 3, 3, 3)).astype(np.float32), "w")
+    w_values = np.random.default_rng(1).standard_normal((2, 3, 3, 3)).astype(np.float32)
+    w = numpy_helper.from_array(w_values, "w")
     node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv0", pads=[1, 1, 1, 1])
     graph = helper.make_graph(
         [node], "plain",
@@ -79,7 +80,8 @@ def _mmcv_bad(*, c=4, cout=6, k=3, offset_c=None, mask_c=None, stride=(1, 1), pa
     offset_c = 2 * deform_groups * kk if offset_c is None else offset_c
     mask_c = deform_groups * kk if mask_c is None else mask_c
     wshape = (cout, max(c // max(groups, 1), 1), k, k)
-    weight = numpy_helper.from_array(np.random.default_rng(2).standard_normal(wshape).astype(np.float32), "weight")
+    w_values = np.random.default_rng(2).standard_normal(wshape).astype(np.float32)
+    weight = numpy_helper.from_array(w_values, "weight")
     node = helper.make_node(
         "MMCVModulatedDeformConv2d", ["x", "offset", "mask", "weight"], ["y"], name="dcn_bad", domain="mmcv",
         stride=list(stride), padding=list(padding), dilation=list(dilation), groups=groups,
@@ -93,7 +95,9 @@ def _mmcv_bad(*, c=4, cout=6, k=3, offset_c=None, mask_c=None, stride=(1, 1), pa
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         initializer=[weight],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("mmcv", 1)])
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("mmcv", 1)]
+    )
 
 
 def _deformconv_3d() -> onnx.ModelProto:
@@ -180,8 +184,8 @@ class TestBasics:
 
 
 class TestInspect:
-    @pytest.mark.parametrize("form", ["mmcv.MMCVModulatedDeformConv2d", "onnx.DeformConv", "mmcv.MMCVDeformConv2d",
-                                      "tensorrt_pro.Plugin.DCNv2"])
+    @pytest.mark.parametrize("form", ["mmcv.MMCVModulatedDeformConv2d", "onnx.DeformConv",
+                                      "mmcv.MMCVDeformConv2d", "tensorrt_pro.Plugin.DCNv2"])
     def test_table_and_json_agree(self, form, tmp_path):
         path = tmp_path / "m.onnx"
         onnx.save(samples.build(form, stride=(2, 1), padding=(1, 0), dilation=(1, 2)), path)
@@ -193,7 +197,8 @@ class TestInspect:
         assert obj["ok"] and obj["count"] == 1 and obj["convertible"] == 1
         (m,) = obj["matches"]
         assert m["node"] == "dcn0" and m["form"] == form
-        assert m["attrs"]["stride"] == [2, 1] and m["attrs"]["padding"] == [1, 0] and m["attrs"]["dilation"] == [1, 2]
+        assert (m["attrs"]["stride"] == [2, 1] and m["attrs"]["padding"] == [1, 0]
+                and m["attrs"]["dilation"] == [1, 2])
         assert m["kernel"] == [3, 3] and m["shapes"]["x"] == [1, 4, 7, 9]
         assert "[I]" in res.stderr  # logs on stderr, not in the JSON stream
 
@@ -372,9 +377,9 @@ class TestConvert:
 class TestSubprocess:
     def test_python_m_dcnconvert(self, mmcv_model, tmp_path):
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run([sys.executable, "-m", "dcnconvert", "inspect", str(mmcv_model), "--json", "-v"],
-                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120,
-                              check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dcnconvert", "inspect", str(mmcv_model), "--json", "-v"],
+            capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=120, check=False)
         assert proc.returncode == 0, proc.stderr
         assert one_json(proc.stdout)["matches"][0]["form"] == "mmcv.MMCVModulatedDeformConv2d"
         assert "[I]" in proc.stderr

@@ -73,7 +73,8 @@ def test_make_core_embeds_every_architecture(built_lib: Path) -> None:
     tool = shutil.which("cuobjdump")
     if tool is None:
         pytest.skip("cuobjdump not found")
-    proc = subprocess.run([tool, "--list-elf", "--list-ptx", str(built_lib)], capture_output=True, text=True, check=False)
+    proc = subprocess.run([tool, "--list-elf", "--list-ptx", str(built_lib)], capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
     for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90"):
         assert f".{arch}." in proc.stdout, f"no {arch} code in the core:\n{proc.stdout}"
@@ -98,7 +99,7 @@ def test_ctypes_mirror_matches_the_c_layout(tmp_path: Path) -> None:
     subprocess.run([cc, "-std=c99", "-I", str(CORE_DIR), str(src), "-o", str(exe)], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == f"sizeof {ctypes.sizeof(core.DcnParams)}"
-    for line, name in zip(out[1:], fields):
+    for line, name in zip(out[1:], fields, strict=False):
         _, offset, size = line.split()
         field = getattr(core.DcnParams, name)
         assert (int(offset), int(size)) == (field.offset, field.size), name

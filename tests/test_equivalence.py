@@ -57,7 +57,7 @@ AXES = {
     "n": (1, 3),
     "far": (False, True),
 }
-FULL_GRID: list[dict] = [dict(zip(AXES, values)) for values in itertools.product(*AXES.values())]
+FULL_GRID: list[dict] = [dict(zip(AXES, values, strict=True)) for values in itertools.product(*AXES.values())]
 
 
 def _build_kwargs(case: dict, dynamic: bool) -> dict:
@@ -105,7 +105,8 @@ def _select(form: str, count: int) -> list[dict]:
 def _case_id(form: str, index: int, case: dict) -> str:
     return (
         f"{form}-{index}-g{case['group']}-dg{case['deformable_group']}-k{case['kernel'][0]}x{case['kernel'][1]}-"
-        f"{case['geometry'].name}-{'b' if case['bias'] else 'nob'}-n{case['n']}-{'far' if case['far'] else 'near'}"
+        f"{case['geometry'].name}-{'b' if case['bias'] else 'nob'}-n{case['n']}-"
+        f"{'far' if case['far'] else 'near'}"
     )
 
 
@@ -120,7 +121,7 @@ def _ort_run(model, feeds):
     options = ort.SessionOptions()
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
 
 
 def _push_offsets_out(feeds: dict[str, np.ndarray], factor: float) -> None:

@@ -129,13 +129,14 @@ def test_plugin_only_graph_equals_reference_function(backend):
     graph = helper.make_graph(
         [node],
         "g",
-        [helper.make_tensor_value_info(n, elem, a.shape) for n, a in zip(names, (x, offset, mask, weight))],
+        [helper.make_tensor_value_info(n, elem, a.shape)
+         for n, a in zip(names, (x, offset, mask, weight), strict=True)],
         [helper.make_tensor_value_info("y", elem, [2, 6, 5, 2])],
     )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid(schema.PLUGIN_DOMAIN, 1)]
     )
-    got = run_model(model, dict(zip(names, (x, offset, mask, weight))), backend=backend)["y"]
+    got = run_model(model, dict(zip(names, (x, offset, mask, weight), strict=True)), backend=backend)["y"]
     expected = modulated_deform_conv2d(
         x, offset, mask, weight, stride=(1, 2), padding=(0, 1), dilation=(1, 2), group=2, deformable_group=2
     )

@@ -31,7 +31,8 @@ def _expected_roles(form: str, bias: bool) -> set:
     return roles
 
 
-@pytest.mark.parametrize("params", [NON_SQUARE, NON_SQUARE_G1, SQUARE], ids=["non-square", "non-square-g1", "square"])
+@pytest.mark.parametrize("params", [NON_SQUARE, NON_SQUARE_G1, SQUARE],
+                         ids=["non-square", "non-square-g1", "square"])
 @pytest.mark.parametrize("form", samples.FORMS)
 def test_each_form_parses_to_canonical_attrs(form, params):
     if not samples.supports(form, **params):
@@ -43,13 +44,15 @@ def test_each_form_parses_to_canonical_attrs(form, params):
     assert match.form == form
     assert match.convertible, match.reason
     p = params
-    assert match.attrs == DcnAttrs(p["stride"], p["padding"], p["dilation"], p["group"], p["deformable_group"])
+    assert match.attrs == DcnAttrs(p["stride"], p["padding"], p["dilation"], p["group"],
+                                   p["deformable_group"])
     assert match.kernel == p["kernel"]
     assert match.prepad is None
     bias = samples._SPEC[form][5]
     assert set(match.inputs) == _expected_roles(form, bias)
     assert match.with_bias == ("bias" in match.inputs)
-    assert match.mask_kind == {"modulated": "tensor", "dcnv1": "ones", "logits": "logits"}[samples._SPEC[form][4]]
+    kinds = {"modulated": "tensor", "dcnv1": "ones", "logits": "logits"}
+    assert match.mask_kind == kinds[samples._SPEC[form][4]]
     # Roles point at the sample's tensors, whatever the form's input order.
     for role in ("x", "offset", "mask", "offset_mask", "weight", "bias"):
         if role in match.inputs:
@@ -107,13 +110,15 @@ class TestMmcv:
         assert parse_node(node, _info(**STD_SHAPES)).convertible
 
     def test_unknown_attribute_is_not_convertible(self):
-        node = _node("MMCVModulatedDeformConv2d", ["x", "offset", "mask", "weight"], "mmcv", activation="relu")
+        node = _node("MMCVModulatedDeformConv2d", ["x", "offset", "mask", "weight"], "mmcv",
+                     activation="relu")
         parsed = parse_node(node, _info(**STD_SHAPES))
         assert not parsed.convertible
         assert "unknown attribute 'activation' (STRING)" in parsed.reason
 
     def test_conflicting_aliases(self):
-        node = _node("MMCVModulatedDeformConv2d", ["x", "offset", "mask", "weight"], "mmcv", groups=1, group=2)
+        node = _node("MMCVModulatedDeformConv2d", ["x", "offset", "mask", "weight"], "mmcv", groups=1,
+                     group=2)
         assert "disagree" in parse_node(node, _info(**STD_SHAPES)).reason
 
     def test_groups_recovered_from_shapes_when_missing(self):
@@ -134,11 +139,12 @@ class TestMmcv:
 
 class TestDeformConv:
     def test_standard_input_order_and_names(self):
-        node = _node("DeformConv", ["x", "weight", "offset", "bias", "mask"], strides=[1, 2], pads=[1, 0, 1, 0],
-                     dilations=[2, 1], group=1, offset_group=1, kernel_shape=[3, 3])
+        node = _node("DeformConv", ["x", "weight", "offset", "bias", "mask"], strides=[1, 2],
+                     pads=[1, 0, 1, 0], dilations=[2, 1], group=1, offset_group=1, kernel_shape=[3, 3])
         parsed = parse_node(node, _info(**STD_SHAPES))
         assert parsed.form == "onnx.DeformConv"
-        assert parsed.inputs == {"x": "x", "weight": "weight", "offset": "offset", "bias": "bias", "mask": "mask"}
+        assert parsed.inputs == {"x": "x", "weight": "weight", "offset": "offset", "bias": "bias",
+                                 "mask": "mask"}
         assert parsed.attrs == DcnAttrs((1, 2), (1, 0), (2, 1), 1, 1)
         assert parsed.prepad is None
 
@@ -175,7 +181,8 @@ class TestDeformConv:
     def test_unknown_ranks_keep_the_standard_order(self):
         node = _node("DeformConv", ["x", "weight", "offset", "b", "m"], offset_group=1)
         parsed = parse_node(node, _info(x=[1, 4, 8, 8], weight=[6, 4, 3, 3]))
-        assert parsed.form == "onnx.DeformConv" and parsed.inputs["bias"] == "b" and parsed.inputs["mask"] == "m"
+        assert (parsed.form == "onnx.DeformConv" and parsed.inputs["bias"] == "b"
+                and parsed.inputs["mask"] == "m")
 
     @pytest.mark.parametrize("dg", [1, 2, 4])
     def test_missing_offset_group_recovered_from_offset_channels(self, dg):
@@ -236,7 +243,8 @@ class TestOtherForms:
         tao = _node(schema.PLUGIN_NAME, ["x", "offset", "mask", "weight"], stride=[1, 1], padding=[1, 1],
                     dilation=[1, 1], group=1, deformable_group=1)
         parsed = parse_node(tao, _info(**STD_SHAPES))
-        assert parsed.form == "tao.ModulatedDeformConv2d" and parsed.attrs == attrs and parsed.node_target is None
+        assert (parsed.form == "tao.ModulatedDeformConv2d" and parsed.attrs == attrs
+                and parsed.node_target is None)
         for target in schema.TARGETS.values():
             ours = _node(schema.PLUGIN_NAME, ["x", "offset", "mask", "weight"], schema.PLUGIN_DOMAIN,
                          **attrs.node_attrs(target))
@@ -287,8 +295,8 @@ class TestOtherForms:
         assert not parsed.convertible and words in parsed.reason
 
     def test_dcnv2_trt(self):
-        node = _node("DCNv2_TRT", ["x", "om", "weight", "bias"], dilation=[1, 1], padding=[1, 1], stride=[1, 1],
-                     deformable_groups=1, name="DCNv2")
+        node = _node("DCNv2_TRT", ["x", "om", "weight", "bias"], dilation=[1, 1], padding=[1, 1],
+                     stride=[1, 1], deformable_groups=1, name="DCNv2")
         parsed = parse_node(node, _info(**dict(STD_SHAPES, om=[1, 27, 8, 8])))
         assert parsed.form == "eweill.DCNv2_TRT" and parsed.mask_kind == "logits" and parsed.convertible
 

@@ -30,11 +30,14 @@ def _conv_then_dcn(dynamic: bool) -> onnx.ModelProto:
         helper.make_node("Conv", ["feat", "w_mask"], ["mask_logits"], pads=[1, 1, 1, 1], name="conv_mask"),
         helper.make_node("Sigmoid", ["mask_logits"], ["mask"], name="sig"),
         helper.make_node("MMCVModulatedDeformConv2d", ["feat", "offset", "mask", "w_dcn"], ["y"], name="dcn",
-                         domain="mmcv", stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1, deform_groups=1),
+                         domain="mmcv", stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=1,
+                         deform_groups=1),
     ]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [n, 3, h, w])],
                               [helper.make_tensor_value_info("y", 1, None)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("mmcv", 1)])
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("mmcv", 1)]
+    )
 
 
 class TestShapes:
@@ -121,7 +124,9 @@ class TestReporting:
         if_node = helper.make_node("If", ["cond"], ["out"], then_branch=body, else_branch=body, name="if")
         graph = helper.make_graph([if_node], "g", [cond] + list(inner.input),
                                   [helper.make_tensor_value_info("out", 1, None)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("mmcv", 1)])
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("mmcv", 1)]
+        )
         found = find_dcn_nodes(model)
         assert len(found) == 2 and all(not m.convertible and "subgraph" in m.reason for m in found)
         assert all(m.index == -1 for m in found)

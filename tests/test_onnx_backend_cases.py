@@ -31,7 +31,10 @@ EXPECTED_NAMES = {
 
 @functools.cache
 def deform_cases():
-    """The DeformConv node test cases, by name (``collect_testcases(None)`` runs every generator, ~7 s once)."""
+    """The DeformConv node test cases, by name.
+
+    ``collect_testcases(None)`` runs every generator (~7 s, once).
+    """
     import warnings
 
     from onnx.backend.test.case.node import collect_testcases
@@ -45,8 +48,8 @@ def deform_cases():
 def _feeds_and_expected(case):
     inputs, outputs = case.data_sets[0]
     names = [i.name for i in case.model.graph.input]
-    feeds = dict(zip(names, inputs))
-    expected = dict(zip([o.name for o in case.model.graph.output], outputs))
+    feeds = dict(zip(names, inputs, strict=True))
+    expected = dict(zip([o.name for o in case.model.graph.output], outputs, strict=True))
     return feeds, expected
 
 
@@ -80,6 +83,6 @@ def test_standard_case_runs_in_onnxruntime(name):
     options = ort.SessionOptions()
     options.log_severity_level = 3
     session = ort.InferenceSession(std.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
     for out_name, value in expected.items():
         np.testing.assert_allclose(got[out_name], value, rtol=1e-6, atol=1e-6, err_msg=out_name)

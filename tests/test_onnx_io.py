@@ -94,7 +94,7 @@ class TestSave:
         assert (tmp_path / "m.onnx").stat().st_size < size // 4
         assert (tmp_path / "m.onnx.data").stat().st_size >= 3 * 4096 * 4
         loaded = onnx_io.load_model(tmp_path / "m.onnx")
-        for a, b in zip(model.graph.initializer, loaded.graph.initializer):
+        for a, b in zip(model.graph.initializer, loaded.graph.initializer, strict=True):
             np.testing.assert_array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b))
         assert not onnx_io.uses_external_data(loaded)
         assert loaded.graph.node == model.graph.node
@@ -217,7 +217,8 @@ class TestStreamedSave:
 
     def test_model_size_estimate(self):
         for model in (_big_model(), samples.build("onnx.DeformConv"), _big_model(2, 100)):
-            assert abs(onnx_io.model_size_bytes(model) - model.ByteSize()) <= 64 * len(model.graph.initializer)
+            error = abs(onnx_io.model_size_bytes(model) - model.ByteSize())
+            assert error <= 64 * len(model.graph.initializer)
 
     def test_too_large_for_one_file(self, tmp_path, monkeypatch):
         monkeypatch.setattr(onnx_io, "PROTOBUF_LIMIT", 1000)

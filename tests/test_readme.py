@@ -91,7 +91,8 @@ def parse_commands(markdown: str, have_tensorrt: bool) -> list[Command]:
                 expect = int(match.group(1))
             if TRT_MARK in comment:
                 if have_tensorrt:
-                    commands.append(Command(number, text, None, "TensorRT is here: the tensorrt tests cover it"))
+                    commands.append(Command(number, text, None,
+                                            "TensorRT is here: the tensorrt tests cover it"))
                     continue
                 expect = 4
             for part in (p.strip() for p in text.split("&&")):

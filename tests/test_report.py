@@ -226,8 +226,9 @@ def test_c_level_stdout_goes_to_stderr(tmp_path):
 
 
 class TestLog:
-    @pytest.mark.parametrize("v,q,level", [(0, 0, logging.INFO), (1, 0, logging.DEBUG), (3, 0, logging.DEBUG),
-                                           (0, 1, logging.WARNING), (0, 2, logging.ERROR), (1, 1, logging.INFO)])
+    @pytest.mark.parametrize("v,q,level", [(0, 0, logging.INFO), (1, 0, logging.DEBUG),
+                                           (3, 0, logging.DEBUG), (0, 1, logging.WARNING),
+                                           (0, 2, logging.ERROR), (1, 1, logging.INFO)])
     def test_levels(self, v, q, level):
         assert log.level_for(v, q) == level
 
@@ -246,5 +247,6 @@ class TestLog:
         assert "hidden info" not in capsys.readouterr().err
 
     def test_severity_names(self):
-        assert [log.tensorrt_severity_name(n) for n in (-2, 0, 2, 3)] == ["ERROR", "WARNING", "INFO", "VERBOSE"]
+        names = [log.tensorrt_severity_name(n) for n in (-2, 0, 2, 3)]
+        assert names == ["ERROR", "WARNING", "INFO", "VERBOSE"]
         assert [log.polygraphy_severity(n) for n in (-1, 0, 1, 2, 3)] == [40, 30, 20, 10, 0]

@@ -31,7 +31,8 @@ def _run(model: onnx.ModelProto, feeds: dict, outputs=None) -> list:
 
 
 def _plugin_nodes(model):
-    return [n for n in model.graph.node if n.op_type == schema.PLUGIN_NAME and n.domain == schema.PLUGIN_DOMAIN]
+    return [n for n in model.graph.node
+            if n.op_type == schema.PLUGIN_NAME and n.domain == schema.PLUGIN_DOMAIN]
 
 
 def _attrs(node) -> dict:
@@ -55,7 +56,7 @@ def _helper_outputs(model: onnx.ModelProto, names, feeds: dict) -> dict:
     graph.input.extend(inputs)
     del graph.output[:]
     graph.output.extend(helper.make_empty_tensor_value_info(name) for name in wanted)
-    values = dict(zip(wanted, _run(sub, feeds))) if wanted else {}
+    values = dict(zip(wanted, _run(sub, feeds), strict=True)) if wanted else {}
     return {n: values[n] if n in values else known[n] for n in names}
 
 
@@ -68,11 +69,11 @@ def _run_rewritten(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
     with_bias = len(plugin.input) == 5
     names = ["X", "W", "offset", "B", "mask"] if with_bias else ["X", "W", "offset", "mask"]
     node = helper.make_node("DeformConv", ["X", "W", "offset", "B" if with_bias else "", "mask"],
-                            ["Y"], strides=a["stride"], pads=[p[0], p[1], p[0], p[1]], dilations=a["dilation"],
-                            group=a["group"], offset_group=a["deformable_group"])
+                            ["Y"], strides=a["stride"], pads=[p[0], p[1], p[0], p[1]],
+                            dilations=a["dilation"], group=a["group"], offset_group=a["deformable_group"])
     inputs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in names]
-    std = helper.make_model(helper.make_graph([node], "std", inputs, [helper.make_empty_tensor_value_info("Y")]),
-                            opset_imports=[helper.make_opsetid("", 19)])
+    graph = helper.make_graph([node], "std", inputs, [helper.make_empty_tensor_value_info("Y")])
+    std = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     std.ir_version = 9
     std_feeds = {"X": values[x], "W": values[w], "offset": values[off], "mask": values[mask]}
     if with_bias:
@@ -82,8 +83,10 @@ def _run_rewritten(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
 
 def _expected(form: str, params: dict, feeds: dict, original: onnx.ModelProto) -> np.ndarray:
     """The original model's output: ORT runs the standard forms; others via the equivalent standard model."""
-    if form == "onnx.DeformConv" or (form == "paddle2onnx.DeformConv" and params.get("deformable_group", 1) == 1):
-        return _run(original, feeds)[0]  # (ORT rightly rejects Paddle2ONNX's missing offset_group when dg > 1)
+    # (ORT rightly rejects Paddle2ONNX's missing offset_group when dg > 1)
+    paddle_dg1 = form == "paddle2onnx.DeformConv" and params.get("deformable_group", 1) == 1
+    if form == "onnx.DeformConv" or paddle_dg1:
+        return _run(original, feeds)[0]
     std_params = dict(params)
     std_params.pop("pads", None)
     std_params["bias"] = samples._SPEC[form][5] if params.get("bias") is None else params["bias"]
@@ -105,7 +108,8 @@ GRID = [
     dict(),
     dict(n=2, c=4, cout=4, kernel=(3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2), group=2,
          deformable_group=2, h=9, w=8),
-    dict(n=3, c=8, cout=4, kernel=(1, 3), stride=(1, 2), padding=(0, 1), deformable_group=4, h=5, w=10, bias=False),
+    dict(n=3, c=8, cout=4, kernel=(1, 3), stride=(1, 2), padding=(0, 1), deformable_group=4, h=5, w=10,
+         bias=False),
     dict(n=2, c=4, cout=6, stride=(2, 2), padding=(2, 2), dilation=(2, 2), deformable_group=2, dynamic=True),
 ]
 
@@ -230,13 +234,15 @@ class TestContract:
             assert plugin.input[4] == "bias"
         types = {a.name: a.type for a in plugin.attribute}
         assert types == {"stride": ATTR.INTS, "padding": ATTR.INTS, "dilation": ATTR.INTS, "group": ATTR.INT,
-                         "deformable_group": ATTR.INT, "plugin_version": ATTR.STRING, "plugin_namespace": ATTR.STRING}
+                         "deformable_group": ATTR.INT, "plugin_version": ATTR.STRING,
+                         "plugin_namespace": ATTR.STRING}
         assert [a.name for a in plugin.attribute] == [f for f, _ in schema.PLUGIN_FIELDS] + [
             schema.ATTR_PLUGIN_VERSION, schema.ATTR_PLUGIN_NAMESPACE]
         a = _attrs(plugin)
         assert a["stride"] == [2, 2] and a["padding"] == [1, 1] and a["dilation"] == [1, 1]
         assert a["group"] == 1 and a["deformable_group"] == 2
-        assert a["plugin_version"] == t.plugin_version.encode() and a["plugin_namespace"] == t.plugin_namespace.encode()
+        assert (a["plugin_version"] == t.plugin_version.encode()
+                and a["plugin_namespace"] == t.plugin_namespace.encode())
         opsets = {o.domain: o.version for o in out.opset_import}
         assert opsets[schema.PLUGIN_DOMAIN] == schema.PLUGIN_DOMAIN_VERSION
         onnx.checker.check_model(out)
@@ -249,7 +255,7 @@ class TestContract:
 
 
 def _decorated(form="mmcv.MMCVModulatedDeformConv2d") -> onnx.ModelProto:
-    """A sample with things to preserve: metadata, docs, value_info, an extra node and an unused initializer."""
+    """A sample with things to preserve: metadata, docs, value_info, an extra node, an unused initializer."""
     model = samples.build(form, dynamic=True)
     model.doc_string = "model doc"
     model.domain = "org.example"
@@ -272,8 +278,8 @@ class TestPreservation:
     def test_everything_else_is_kept(self, form):
         model = _decorated(form)
         out, _ = rewrite_model(model)
-        for field in ("ir_version", "producer_name", "producer_version", "doc_string", "domain", "model_version",
-                      "metadata_props"):
+        for field in ("ir_version", "producer_name", "producer_version", "doc_string", "domain",
+                      "model_version", "metadata_props"):
             assert getattr(out, field) == getattr(model, field), field
         assert [(o.domain, o.version) for o in out.opset_import][:-1] == [
             (o.domain, o.version) for o in model.opset_import]
@@ -411,7 +417,8 @@ def test_dcn_in_a_subgraph_is_refused():
     cond = helper.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])
     node = helper.make_node("If", ["cond"], ["out"], then_branch=body, else_branch=body, name="if")
     model = helper.make_model(
-        helper.make_graph([node], "g", [cond] + list(inner.input), [helper.make_tensor_value_info("out", 1, None)]),
+        helper.make_graph([node], "g", [cond] + list(inner.input),
+                          [helper.make_tensor_value_info("out", 1, None)]),
         opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("mmcv", 1)])
     with pytest.raises(UnsupportedNodeError, match="subgraph"):
         rewrite_model(model)

@@ -31,7 +31,7 @@ def _ort(model, feeds):
     options = ort.SessionOptions()
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
 
 
 def test_generator_reproduces_committed_files_bit_for_bit(tmp_path):

@@ -87,8 +87,8 @@ class TestSupports:
             return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}["info"]
 
         assert info() == b""
-        assert json.loads(info(stride=(2, 2))) == {"deformable_groups": 1, "dilation": [1, 1], "padding": [1, 1],
-                                                    "stride": [2, 2]}
+        assert json.loads(info(stride=(2, 2))) == {"deformable_groups": 1, "dilation": [1, 1],
+                                                    "padding": [1, 1], "stride": [2, 2]}
 
 
 class TestFeeds:

@@ -26,7 +26,7 @@ def _ort(model, feeds, names=None):
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = names or [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, feeds)))
+    return dict(zip(names, session.run(names, feeds), strict=True))
 
 
 def _init(rng, name, shape, scale=0.3):
@@ -200,7 +200,7 @@ def test_plugin_only_model_with_weight_as_graph_input():
     (dc,) = std.graph.node
     assert "kernel_shape" not in {a.name for a in dc.attribute}
     rng = np.random.default_rng(9)
-    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in zip(names, shapes)}
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in zip(names, shapes, strict=True)}
     feeds["mask"] = np.abs(feeds["mask"])
     np.testing.assert_allclose(_ort(std, feeds)["y"], run_model(model, feeds)["y"], rtol=1e-5, atol=1e-5)
 

@@ -39,7 +39,8 @@ def _attrs_match(**changes):
     match = _only(samples.build("mmcv.MMCVModulatedDeformConv2d"))
     a = match.attrs
     match.attrs = schema.DcnAttrs(
-        changes.get("stride", a.stride), changes.get("padding", a.padding), changes.get("dilation", a.dilation),
+        changes.get("stride", a.stride), changes.get("padding", a.padding),
+        changes.get("dilation", a.dilation),
         changes.get("group", a.group), changes.get("deformable_group", a.deformable_group),
     )
     return match
