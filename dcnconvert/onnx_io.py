@@ -32,6 +32,7 @@ from dcnconvert.onnx_tensors import (
     check_skeleton,
     copy_light,
     externalize,
+    is_skeleton_tensor,
     iter_tensors,
     model_size_bytes,
     skeleton,
@@ -42,6 +43,7 @@ from dcnconvert.onnx_tensors import (
 __all__ = [
     "check_skeleton",
     "file_uses_external_data",
+    "is_skeleton_tensor",
     "iter_tensors",
     "load_model",
     "model_size_bytes",

@@ -177,7 +177,7 @@ def check_skeleton(model: onnx.ModelProto) -> None:
     Raises:
         onnx.checker.ValidationError: what the checker finds.
     """
-    light = model if any(_is_skeleton_tensor(t) for t in model.graph.initializer) else skeleton(model, 0)
+    light = model if any(is_skeleton_tensor(t) for t in model.graph.initializer) else skeleton(model, 0)
     with tempfile.TemporaryDirectory(prefix="dcnconvert-check-") as folder:
         Path(folder, SKELETON_LOCATION).touch()
         model_path = Path(folder, "model.onnx")
@@ -185,7 +185,8 @@ def check_skeleton(model: onnx.ModelProto) -> None:
         onnx.checker.check_model(str(model_path))
 
 
-def _is_skeleton_tensor(tensor: onnx.TensorProto) -> bool:
+def is_skeleton_tensor(tensor: onnx.TensorProto) -> bool:
+    """Whether ``tensor`` is a data-less stand-in written by :func:`skeleton`."""
     return tensor.data_location == onnx.TensorProto.EXTERNAL and any(
         e.key == "location" and e.value == SKELETON_LOCATION for e in tensor.external_data
     )

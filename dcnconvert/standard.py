@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import onnx
 from onnx import helper
 
-from dcnconvert import schema
+from dcnconvert import onnx_io, schema
 from dcnconvert.errors import ModelError, UnsupportedNodeError
 
 __all__ = [
@@ -39,7 +39,6 @@ STANDARD_OPSET = 19
 MIN_IR_VERSION = 9
 #: Initializers larger than this (bytes) are held aside during the opset conversion.
 _HOLD_ASIDE_BYTES = 1024
-_HELD_LOCATION = "__dcnconvert_held_aside__"
 #: Models larger than this are checked with their weights held aside (protobuf's 2 GB limit).
 _CHECKER_LIMIT_BYTES = 2**31 - 2**20
 
@@ -88,32 +87,16 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
-def _hold_aside(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    """Replace large top-level initializers by data-less stand-ins; return the originals by name."""
-    held: dict[str, onnx.TensorProto] = {}
-    for init in model.graph.initializer:
-        if init.data_location == onnx.TensorProto.EXTERNAL or init.ByteSize() <= _HOLD_ASIDE_BYTES:
-            continue
-        original = onnx.TensorProto()
-        original.CopyFrom(init)
-        held[init.name] = original
-        stand_in = onnx.TensorProto(name=init.name, data_type=init.data_type, dims=init.dims)
-        stand_in.data_location = onnx.TensorProto.EXTERNAL
-        stand_in.external_data.add(key="location", value=_HELD_LOCATION)
-        init.CopyFrom(stand_in)
-    return held
-
-
-def _restore(model: onnx.ModelProto, held: dict[str, onnx.TensorProto]) -> None:
-    for init in model.graph.initializer:
-        original = held.get(init.name)
-        if original is not None:
+def _restore(converted: onnx.ModelProto, model: onnx.ModelProto) -> None:
+    """Give the stand-ins of a converted :func:`~dcnconvert.onnx_io.skeleton` the data of ``model``'s
+    initializers of the same name."""
+    originals = {init.name: init for init in model.graph.initializer}
+    for init in converted.graph.initializer:
+        original = originals.get(init.name)
+        if original is not None and onnx_io.is_skeleton_tensor(init):
             init.CopyFrom(original)
-    left = [
-        i.name
-        for i in model.graph.initializer
-        if any(e.key == "location" and e.value == _HELD_LOCATION for e in i.external_data)
-    ]
+    left = [i.name for i in converted.graph.initializer
+            if onnx_io.is_skeleton_tensor(i) and i.name not in originals]
     if left:
         raise ModelError(
             f"internal error: initializers {left[:5]} lost their data during the opset conversion"
@@ -133,17 +116,15 @@ def raise_default_opset(model: onnx.ModelProto, opset: int = STANDARD_OPSET) -> 
     current = _default_opset(model)
     if current >= opset:
         return model
-    work = onnx.ModelProto()
-    work.CopyFrom(model)
-    held = _hold_aside(work)
+    light = onnx_io.skeleton(model, _HOLD_ASIDE_BYTES)  # large initializers held aside, not copied
     try:
-        converted = version_converter.convert_version(work, opset)
+        converted = version_converter.convert_version(light, opset)
     except Exception as exc:  # the C++ converter raises RuntimeError/ValidationError with its text
         raise ModelError(
             f"cannot convert the model from opset {current} to opset {opset} (needed by DeformConv): {exc}",
             hint=f"re-export the model at opset >= {opset}",
         ) from exc
-    _restore(converted, held)
+    _restore(converted, model)
     return converted
 
 
@@ -273,23 +254,13 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
 def _check(model: onnx.ModelProto) -> None:
     """Run onnx.checker.
 
-    A model over protobuf's 2 GB limit is checked as a weight-less copy saved in a temporary folder
-    (its held-aside initializers point at an empty file there, which is all the checker looks at).
+    A model over protobuf's 2 GB limit is checked as a weight-less copy
+    (:func:`dcnconvert.onnx_io.check_skeleton`).
     """
-    import tempfile
-    from pathlib import Path
-
     try:
         if model.ByteSize() <= _CHECKER_LIMIT_BYTES:
             onnx.checker.check_model(model)
             return
-        light = onnx.ModelProto()
-        light.CopyFrom(model)
-        _hold_aside(light)
-        with tempfile.TemporaryDirectory(prefix="dcnconvert-check-") as folder:
-            (Path(folder) / _HELD_LOCATION).touch()
-            path = Path(folder) / "model.onnx"
-            path.write_bytes(light.SerializeToString())
-            onnx.checker.check_model(str(path))
+        onnx_io.check_skeleton(model)
     except onnx.checker.ValidationError as exc:
         raise ModelError(f"the standard-ONNX model does not pass the ONNX checker: {exc}") from exc
