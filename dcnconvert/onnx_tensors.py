@@ -142,30 +142,27 @@ def _is_repeated(field) -> bool:
     return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
 
 
+def _copy_fields(src, dst, skip: str) -> None:
+    """Copy every set field of the message ``src`` but ``skip`` into ``dst`` (repeated ones appended)."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        if _is_repeated(field):
+            getattr(dst, field.name).extend(value)
+        elif field.message_type:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+
+
 def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
     """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)``.
 
     ``write=None`` leaves the initializers out.
     """
-    for field, value in model.ListFields():
-        if field.name == "graph":
-            continue
-        if _is_repeated(field):
-            getattr(light, field.name).extend(value)
-        elif field.message_type:
-            getattr(light, field.name).CopyFrom(value)
-        else:
-            setattr(light, field.name, value)
+    _copy_fields(model, light, "graph")
     graph = light.graph
-    for field, value in model.graph.ListFields():
-        if field.name == "initializer":
-            continue
-        if _is_repeated(field):
-            getattr(graph, field.name).extend(value)
-        elif field.message_type:
-            getattr(graph, field.name).CopyFrom(value)
-        else:
-            setattr(graph, field.name, value)
+    _copy_fields(model.graph, graph, "initializer")
     if write is not None:
         for tensor in model.graph.initializer:
             write(tensor, graph.initializer.add())
