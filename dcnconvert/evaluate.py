@@ -39,9 +39,7 @@ __all__ = ["BACKENDS", "is_plugin_node", "plugin_node_forward", "run_model"]
 BACKENDS = ("onnxruntime", "reference")
 
 
-def is_plugin_node(node: onnx.NodeProto) -> bool:
-    """Whether ``node`` is a dcnconvert plugin node (``ModulatedDeformConv2d`` in the plugin domain)."""
-    return node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
+is_plugin_node = schema.is_plugin_node
 
 
 def _pair(attrs: Mapping[str, object], name: str, default: Sequence[int]) -> tuple:

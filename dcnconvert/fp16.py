@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
+from dcnconvert import schema
 from dcnconvert.errors import UsageError
 from dcnconvert.fp16_convert import (
     bf16_bits_to_float,
@@ -44,7 +45,7 @@ from dcnconvert.fp16_convert import (
     insert_casts,
     to_fp16_clamped,
 )
-from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, homes, is_plugin, opset, plan_model
+from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, homes, opset, plan_model
 
 __all__ = [
     "KEEP_FP32_OPS",
@@ -119,7 +120,7 @@ def cast_model(
     graph = out.graph
     plan = plan_model(out, low, keep_fp32_ops, keep_fp32_nodes)
     report = CastReport(precision, io_precision or "fp32", low_nodes=len(plan.low_index), kept_fp32=plan.kept,
-                        plugin_nodes=sum(1 for n in graph.node if is_plugin(n)),
+                        plugin_nodes=sum(1 for n in graph.node if schema.is_plugin_node(n)),
                         opset=[opset_before, opset(out, "") or 0])
 
     initializer_names = {i.name for i in graph.initializer}

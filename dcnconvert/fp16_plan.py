@@ -66,9 +66,6 @@ def _schema(node: onnx.NodeProto, model: onnx.ModelProto):
         return None
 
 
-def is_plugin(node: onnx.NodeProto) -> bool:
-    """Whether ``node`` is our plugin node (``ModulatedDeformConv2d`` in the dcnconvert domain)."""
-    return node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
 
 
 def infer_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -100,7 +97,7 @@ def infer_types(model: onnx.ModelProto) -> dict[str, int]:
 
     # our plugin computes in the type of x; in an FP32 model that is FLOAT, so one pass usually suffices
     for node in custom:
-        if is_plugin(node):
+        if schema.is_plugin_node(node):
             for out in node.output:
                 if out:
                     seed(out, FLOAT)
@@ -161,7 +158,7 @@ class Plan:
     def decide(self, index: int, node: onnx.NodeProto, shape_arith: bool) -> None:
         floats_in = [j for j, n in enumerate(node.input) if self.is_float(n)]
         floats_out = [n for n in node.output if self.is_float(n)]
-        if is_plugin(node):
+        if schema.is_plugin_node(node):
             self._make_low(index, node, {j: self.low for j in floats_in}, floats_out)
             return
         if not floats_in and not floats_out:

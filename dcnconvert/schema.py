@@ -119,3 +119,11 @@ class DcnAttrs:
         ho = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
         wo = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
         return ho, wo
+
+
+def is_plugin_node(node: object) -> bool:
+    """Whether an ONNX node (``onnx.NodeProto`` or anything with ``op_type``/``domain``) is our plugin node.
+
+    TAO's ``ModulatedDeformConv2d`` in the default domain is a source form, not a plugin node.
+    """
+    return getattr(node, "op_type", None) == PLUGIN_NAME and getattr(node, "domain", None) == PLUGIN_DOMAIN

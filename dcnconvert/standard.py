@@ -65,8 +65,6 @@ def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None
     return plugin_model_to_standard(canonical, target_opset=target_opset)
 
 
-def _is_plugin(node: onnx.NodeProto) -> bool:
-    return node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -227,7 +225,7 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
     opset = STANDARD_OPSET if target_opset is None else int(target_opset)
     if opset < STANDARD_OPSET:
         raise ModelError(f"target opset {opset} is below {STANDARD_OPSET}, the first with DeformConv")
-    if not any(_is_plugin(n) for g in _graphs(model.graph) for n in g.node):
+    if not any(schema.is_plugin_node(n) for g in _graphs(model.graph) for n in g.node):
         return copy.deepcopy(model)
     work = raise_default_opset(model, opset)
     if work is model:
@@ -236,9 +234,9 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
     weight_dims = _initializer_dims(work.graph)
     for graph in _graphs(work.graph):
         nodes = list(graph.node)
-        if not any(_is_plugin(n) for n in nodes):
+        if not any(schema.is_plugin_node(n) for n in nodes):
             continue
-        new_nodes = [_deform_conv_node(n, weight_dims) if _is_plugin(n) else n for n in nodes]
+        new_nodes = [_deform_conv_node(n, weight_dims) if schema.is_plugin_node(n) else n for n in nodes]
         del graph.node[:]
         graph.node.extend(new_nodes)
     used = _used_domains(work)

@@ -147,11 +147,19 @@ def load_plugins(trt: Any, libraries: Sequence[Path], name: str, version: str, n
         except OSError as exc:
             raise PluginLoadError(
                 f"the plugin library {lib} does not load: {exc}",
-                hint="rebuild it against the installed TensorRT with `make plugin` (TRT_ROOT=...), and make "
-                "sure libnvinfer is on the loader path (the pip 'tensorrt' wheel puts it in tensorrt_libs)",
+                hint="rebuild it with `make plugin` (TENSORRT_INCLUDE_DIR=<TensorRT include folder>) and "
+                "check that the CUDA driver (libcuda.so.1) is installed",
             ) from None
     if builtin:
         trt.init_libnvinfer_plugins(_trt_logger(), "")
+    if libraries and find_creator(trt, name, version, namespace) is None:
+        # The library registers itself when it is loaded after libnvinfer. Loaded earlier in this
+        # process (before `import tensorrt`), it found no registry: hand it to the registry's own
+        # loader, which calls its getCreators entry point (that never registers twice).
+        registry = trt.get_plugin_registry()
+        for lib in libraries:
+            if registry.load_library(str(lib)) is None:
+                LOG.debug("IPluginRegistry.load_library(%s) returned None", lib)
     if find_creator(trt, name, version, namespace) is None:
         same = [c for c in list_creators(trt) if c[0] == name]
         seen = ", ".join(f"v{v} in namespace '{ns}'" for _n, v, ns in same) or "none"

@@ -24,9 +24,9 @@ from dcnconvert.errors import MissingDependencyError
 #: The exact install command for TensorRT's Python package.
 INSTALL_COMMAND = "pip install 'dcnconvert[trt]'"
 INSTALL_HINT = (
-    f"install TensorRT on a machine with an NVIDIA GPU: {INSTALL_COMMAND} (the 'tensorrt' wheels on "
-    "PyPI; NVIDIA also serves them from its own index: pip install --extra-index-url "
-    "https://pypi.nvidia.com tensorrt)"
+    f"install TensorRT on a machine with an NVIDIA GPU: {INSTALL_COMMAND} (the 'tensorrt' wheels; "
+    "where they cannot download their libraries, use NVIDIA's own package index as its TensorRT "
+    "installation guide describes)"
 )
 #: Oldest TensorRT dcnconvert supports.
 MIN_VERSION = (10, 3)
@@ -41,6 +41,7 @@ TRT_API: dict[str, tuple[int, ...]] = {
     "IPluginRegistry.get_creator": (10, 11),
     "IPluginRegistry.get_plugin_creator": (10,),
     "IPluginRegistry.all_creators": (10, 11),
+    "IPluginRegistry.load_library": (10, 11),
     "IPluginRegistry.plugin_creator_list": (10,),
     "IPluginCreatorV3One.name": (10, 11),
     "IPluginCreatorV3One.plugin_version": (10, 11),

@@ -279,6 +279,8 @@ class _Registry:
         self._creators = creators
         self._removed = set(removed)
         self.reads = []
+        self.loaded = []  # paths given to load_library
+        self.on_load = []  # creators that load_library registers
 
     def __getattr__(self, name):
         self.reads.append(name)
@@ -297,6 +299,14 @@ class _Registry:
                 )
 
             return lookup
+        if name == "load_library":
+
+            def load_library(path):
+                self.loaded.append(path)
+                self._creators.extend(self.on_load)
+                return object()
+
+            return load_library
         if name in ("all_creators", "plugin_creator_list"):
             return list(self._creators)
         raise AttributeError(name)
@@ -363,6 +373,30 @@ class TestVersions:
             trt_adapter.load_plugins(trt, [], "ModulatedDeformConv2d", "1", "dcnconvert")
         assert info.value.exit_code == 4
         assert "v2 in namespace ''" in str(info.value)
+
+    @pytest.mark.parametrize("version", ["10.16.0", "11.1.0"])
+    def test_load_plugins_falls_back_to_load_library(self, version):
+        # A library loaded before `import tensorrt` found no registry at load: the adapter hands it
+        # to IPluginRegistry.load_library, which registers through its getCreators entry point.
+        import ctypes.util
+
+        lib = ctypes.util.find_library("m")
+        if lib is None:
+            pytest.skip("no libm to stand in for a loadable plugin library")
+        trt, registry = fake_trt(version)
+        registry.on_load = [_creator()]
+        trt_adapter.load_plugins(trt, [Path(lib)], "ModulatedDeformConv2d", "1", "dcnconvert")
+        assert registry.loaded == [lib]
+
+    def test_load_plugins_no_fallback_when_registered(self):
+        import ctypes.util
+
+        lib = ctypes.util.find_library("m")
+        if lib is None:
+            pytest.skip("no libm to stand in for a loadable plugin library")
+        trt, registry = fake_trt("10.16.0", [_creator()])
+        trt_adapter.load_plugins(trt, [Path(lib)], "ModulatedDeformConv2d", "1", "dcnconvert")
+        assert registry.loaded == []
 
     def test_load_plugins_bad_library(self, tmp_path):
         bad = tmp_path / "libbroken.so"
