@@ -104,9 +104,10 @@ class TestSource:
         offenders = []
         sources = sorted(path.name for path in TRT_DIR.glob("*.cpp"))
         assert set(sources) >= set(GLUE_SOURCES), f"missing glue sources: {set(GLUE_SOURCES) - set(sources)}"
+        function_re = re.compile(r"\n(\S[^;{}]*?\)\s*(?:const\s*)?noexcept)\n\{\n(.*?)\n\}\n", re.DOTALL)
         for name in sources:
             code = (TRT_DIR / name).read_text()
-            for match in re.finditer(r"\n(\S[^;{}]*?\)\s*(?:const\s*)?noexcept)\n\{\n(.*?)\n\}\n", code, re.DOTALL):
+            for match in function_re.finditer(code):
                 signature, body = match.group(1), match.group(2)
                 function = signature.split("(")[0].split()[-1]
                 checked.append(function)
@@ -154,7 +155,9 @@ class TestLibrary:
     def test_exports_only_the_loadlibrary_entry_points(self, built) -> None:
         nm = _tool("nm")
         for lib in _libraries(built):
-            out = subprocess.run([nm, "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [nm, "-D", "--defined-only", str(lib)], capture_output=True, text=True, check=True
+            )
             names = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
             assert names == EXPORTED, f"{lib}: unexpected exports {sorted(names ^ EXPORTED)}"
 
@@ -167,7 +170,9 @@ class TestLibrary:
             ).stdout
             for word in ("nvinfer1", "getPluginRegistry", "cuda"):
                 assert word not in undefined, f"{lib} needs {word} from another library:\n{undefined}"
-            headers = subprocess.run([objdump, "-p", str(lib)], capture_output=True, text=True, check=True).stdout
+            headers = subprocess.run(
+                [objdump, "-p", str(lib)], capture_output=True, text=True, check=True
+            ).stdout
             needed = re.findall(r"NEEDED\s+(\S+)", headers)
             assert needed and not [n for n in needed if "nvinfer" in n or "cudart" in n], needed
 
@@ -182,5 +187,7 @@ class TestLibrary:
         assert info["creators"] == "1"
         assert info["interface"] == "PLUGIN CREATOR_V3ONE 1 0"
         fields = [line.split()[1:] for line in lines if line.startswith("field ")]
-        expected = [[name, str(PLUGIN_FIELD_TYPE_INT32), str(length)] for name, length in schema.PLUGIN_FIELDS]
+        expected = [
+            [name, str(PLUGIN_FIELD_TYPE_INT32), str(length)] for name, length in schema.PLUGIN_FIELDS
+        ]
         assert fields == expected

@@ -103,8 +103,8 @@ def test_glue_compiles_warning_free(include_dir: Path | None, tmp_path: Path) ->
         pytest.skip("nvcc not found on PATH (set NVCC)")
     sources = sorted((pb.PLUGIN_SRC / "trt").glob("*.cpp"))
     assert {s.name for s in sources} >= {
-        "dcnPlugin.cpp", "dcnPluginBuild.cpp", "dcnPluginRuntime.cpp", "dcnPluginFields.cpp", "dcnPluginTensors.cpp",
-        "dcnPluginCreator.cpp", "registration.cpp",
+        "dcnPlugin.cpp", "dcnPluginBuild.cpp", "dcnPluginRuntime.cpp", "dcnPluginFields.cpp",
+        "dcnPluginTensors.cpp", "dcnPluginCreator.cpp", "registration.cpp",
     }
     for source in sources:
         proc = subprocess.run(
@@ -159,7 +159,9 @@ class TestHarnessCpu:
             "first = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_void_p))[0]\n"
             "print(n.value, bool(ptr), bool(first))\n"
         )
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split() == ["1", "True", "True"], proc.stdout
         assert proc.stderr == ""
@@ -197,7 +199,8 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "FAIL" not in out
-    manifest = [json.loads(line) for line in (tmp_path / "manifest.jsonl").read_text().splitlines() if line.strip()]
+    lines = (tmp_path / "manifest.jsonl").read_text().splitlines()
+    manifest = [json.loads(line) for line in lines if line.strip()]
     assert len(manifest) >= 12, f"only {len(manifest)} cases ran"
     rows = []
     failures = []
@@ -219,7 +222,8 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
         elementwise_ok = bool((err <= rel_bound * np.abs(ref) + abs_bound * scale).all())
         rows.append(
             f"{case['name']:<24} {dtype:<9} out {case['shapes']['out']!s:<18} max|err| {err.max():.3e} "
-            f"(max|ref| {scale:.3e})  rel L2 {rel_l2:.3e}  bitwise-runtime {case['runtime_bitwise_identical']}"
+            f"(max|ref| {scale:.3e})  rel L2 {rel_l2:.3e}  "
+            f"bitwise-runtime {case['runtime_bitwise_identical']}"
         )
         if not (finite and rel_l2 <= l2_bound and elementwise_ok and case["runtime_bitwise_identical"]):
             failures.append(rows[-1] + f"  finite {finite} elementwise {elementwise_ok}")

@@ -1,9 +1,10 @@
 """Builds the TensorRT plugin and the C++ harness for the tests, once per TensorRT header folder.
 
 Shared by ``tests/test_plugin_harness.py`` and ``tests/test_plugin_contract.py`` (which put this
-folder on ``sys.path`` and ``import plugin_build``). Builds go to ``build/test-plugin/<tag>/`` through ``make -C plugin_src harness`` (the
-same rules as ``make plugin``), for one real architecture plus portable PTX so that the GPU tests run
-on any recent device; ``DCN_TEST_CUDA_ARCHS`` overrides the real architectures.
+folder on ``sys.path`` and ``import plugin_build``). Builds go to ``build/test-plugin/<tag>/``
+through ``make -C plugin_src harness`` (the same rules as ``make plugin``), for one real
+architecture plus portable PTX so that the GPU tests run on any recent device;
+``DCN_TEST_CUDA_ARCHS`` overrides the real architectures.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ def build(include_dir: Path) -> Built:
     )
 
 
-def run_harness(built: Built, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_harness(
+    built: Built, *args: str, env: dict | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess:
     """Runs ``dcn_harness <args>`` with the plugin library of ``built`` as its first argument."""
     full_env = dict(os.environ)
     full_env.pop("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", None)
