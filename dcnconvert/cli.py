@@ -2,8 +2,7 @@
 
 Commands here: ``inspect``, ``rewrite``, ``reference``. The engine commands (``build``, ``convert``,
 ``verify``, ``plugin-path``) live in :mod:`dcnconvert.cli_engine` and are added by its
-``register(group)``; while that module is absent, a minimal ``convert`` writes the rewritten ONNX
-next to the engine path and stops with exit code 4.
+``register(group)``.
 
 Conventions (shared through :mod:`dcnconvert.cli_common`): every command takes ``-v``/``-q`` and
 ``--json`` after its name; results go to stdout, logs to stderr; exit codes are those of
@@ -13,8 +12,6 @@ modified.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +20,7 @@ from typing import Any
 import click
 
 from dcnconvert import __version__, errors, log
-from dcnconvert.cli_common import add_warning, attach_payload, common_options, run_command, timed
+from dcnconvert.cli_common import add_warning, common_options, run_command, timed
 from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import CommandResult, dumps, format_matches, format_summary, match_to_dict
 from dcnconvert.schema import DEFAULT_TARGET, TARGETS
@@ -194,46 +191,10 @@ def reference(model: Path, output: Path, json_mode: bool) -> None:
     run_command("reference", json_mode, work, render=format_summary, inputs={"model": str(model)})
 
 
-def _convert_placeholder(group: click.Group, why: str) -> None:
-    """Register a minimal ``convert``: rewrite, write OUT.onnx, stop with exit 4 (no engine builder)."""
-
-    @group.command()
-    @click.argument("model", type=_MODEL_ARG)
-    @click.option("-o", "--output", type=_OUT_ARG, required=True, help="Path of the engine to build.")
-    @_TARGET_OPTION
-    @common_options
-    def convert(model: Path, output: Path, target: str, json_mode: bool) -> None:
-        """Rewrite MODEL and build a TensorRT engine (here: writes the rewritten ONNX, exit 4).
-
-        The rewritten model is written next to the engine path (OUTPUT with suffix .onnx).
-        """
-
-        def work() -> dict[str, Any]:
-            onnx_out = output.with_suffix(".onnx")
-            if onnx_out == output:
-                raise errors.UsageError(
-                    f"-o {output} names an ONNX file; convert writes an engine",
-                    hint="use an engine path such as -o model.engine, or 'dcnconvert rewrite' for ONNX only",
-                )
-            check_output_path(model, onnx_out)
-            new_model, payload = rewrite_in_memory(model, target, False)
-            save_model_timed(new_model, onnx_out, like=model)
-            raise_missing = errors.MissingDependencyError(
-                f"building the engine {output} needs TensorRT, which this installation cannot use ({why}); "
-                f"the rewritten model was written to {onnx_out}",
-                hint="install TensorRT (pip install 'dcnconvert[trt]') on a machine with an NVIDIA GPU",
-            )
-            raise attach_payload(raise_missing, payload)
-
-        run_command("convert", json_mode, work, render=format_summary, inputs={"model": str(model)})
-
-
 def _register_engine_commands(group: click.Group) -> None:
     """Add ``build``/``convert``/``verify``/``plugin-path`` from :mod:`dcnconvert.cli_engine`."""
-    if importlib.util.find_spec("dcnconvert.cli_engine") is None:
-        _convert_placeholder(group, "dcnconvert.cli_engine is not installed")
-        return
-    cli_engine = importlib.import_module("dcnconvert.cli_engine")
+    from dcnconvert import cli_engine
+
     cli_engine.register(group)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,7 +19,6 @@ from dcnconvert import samples, schema
 from dcnconvert.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
-HAS_ENGINE_CLI = importlib.util.find_spec("dcnconvert.cli_engine") is not None
 
 
 def invoke(*args: str):
@@ -370,8 +368,7 @@ class TestConvert:
         assert obj["ok"] is False and obj["errors"][0]["exit_code"] == 4
         assert "TensorRT" in obj["errors"][0]["message"] + (obj["errors"][0]["hint"] or "")
         assert not out.exists()
-        if not HAS_ENGINE_CLI:
-            assert (tmp_path / "out.onnx").exists() and obj["outputs"]["onnx"] == str(tmp_path / "out.onnx")
+        assert (tmp_path / "out.onnx").exists() and obj["outputs"]["onnx"] == str(tmp_path / "out.onnx")
 
 
 class TestSubprocess:
