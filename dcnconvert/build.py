@@ -4,8 +4,8 @@ Steps, each timed into the payload's ``timings``:
 
 1. :func:`check_environment` -- TensorRT importable and recent enough, the plugin library present
    (fail fast: exit code 4 before any work).
-2. :func:`load_and_rewrite` -- load the model and rewrite its DCN nodes into plugin nodes in memory
-   (a no-op for an already rewritten model).
+2. the caller loads the model and rewrites its DCN nodes into plugin nodes in memory
+   (:func:`dcnconvert.cli_steps.rewrite_in_memory`; a no-op for an already rewritten model).
 3. :func:`prepare_model` -- input shapes -> optimization profiles; on the ``graph-cast`` precision
    path the graph is cast to FP16/BF16 (:mod:`dcnconvert.fp16`).
 4. :func:`build_engine` -- the model goes to a temporary file (Polygraphy parses from a path, which
@@ -186,24 +186,6 @@ def check_environment(options: BuildOptions, trt_adapter: Any = None) -> tuple[A
     return trt, api, library
 
 
-def load_and_rewrite(model_path: Path, target: str, timer: Timer | None = None) -> tuple[Any, dict[str, Any]]:
-    """Load ``model_path`` and rewrite its DCN nodes for ``target`` (no-op if already rewritten).
-
-    Returns:
-        ``(model, rewrite info dict)``; the info lists matches, rewritten, skipped nodes and warnings.
-    """
-    from dcnconvert import onnx_io, report, rewrite
-
-    timer = timer or Timer()
-    with timer.step("load", f"Loading {model_path}"):
-        model = onnx_io.load_model(model_path)
-    with timer.step("rewrite", f"Rewriting DCN nodes for target '{target}'"):
-        model, rep = rewrite.rewrite_model(model, target)
-    info = report.rewrite_report_to_dict(rep)
-    info["unchanged"] = list(getattr(rep, "unchanged", []) or [])
-    return model, info
-
-
 def _keep_sets(model: Any, keep: tuple[str, ...]) -> tuple[frozenset, frozenset]:
     from dcnconvert import fp16
 
@@ -346,7 +328,6 @@ __all__ = [
     "build_engine",
     "cast_warnings",
     "check_environment",
-    "load_and_rewrite",
     "parse_size",
     "prepare_model",
     "resolve_precision_path",

@@ -15,9 +15,8 @@ net count  level       what you see
 
 Polygraphy is never imported here. Code that imports it (the engine commands) calls
 :func:`configure_polygraphy` afterwards; it routes Polygraphy's ``G_LOGGER`` (which otherwise prints
-to stdout) through Python logging onto stderr, at the same verbosity. TensorRT's own logger severity
-is available as a name from :func:`tensorrt_severity_name`, so that the TensorRT adapter can map it
-without this module importing ``tensorrt``.
+to stdout) through Python logging onto stderr, at the same verbosity. TensorRT's own log reaches
+the same place: the adapter uses Polygraphy's TensorRT logger, which follows ``G_LOGGER``.
 """
 
 from __future__ import annotations
@@ -158,18 +157,6 @@ def polygraphy_severity(net: int | None = None) -> int:
     if net == 2:
         return 10
     return 0
-
-
-def tensorrt_severity_name(net: int | None = None) -> str:
-    """Name of the ``tensorrt.Logger.Severity`` member for a net verbosity (default: the current one)."""
-    net = _state["net"] if net is None else net
-    if net <= -1:
-        return "ERROR"
-    if net <= 1:
-        return "WARNING"
-    if net == 2:
-        return "INFO"
-    return "VERBOSE"
 
 
 def configure_polygraphy() -> None:

@@ -270,16 +270,3 @@ class TestBuildEngine:
         payload = build.build_engine(_rewritten(dynamic=True), tmp_path / "d.engine", opts, trt_adapter=fake)
         assert fake.build_calls[0]["profiles"][0]["x"] == ((1, 4, 7, 9), (4, 4, 14, 18), (4, 4, 14, 18))
         assert payload["profiles"][0]["x"]["opt"] == [4, 4, 14, 18]
-
-
-def test_load_and_rewrite(tmp_path):
-    path = tmp_path / "m.onnx"
-    onnx.save(samples.build("centernet.DCNv2", seed=2), str(path))
-    model, info = build.load_and_rewrite(path, "dcnconvert")
-    assert [n.op_type for n in model.graph.node if n.domain == schema.PLUGIN_DOMAIN] == [schema.PLUGIN_NAME]
-    assert len(info["rewritten"]) == 1
-    done = tmp_path / "done.onnx"
-    onnx.save(model, str(done))
-    again, info2 = build.load_and_rewrite(done, "dcnconvert")  # an already rewritten model: no-op
-    assert again.SerializeToString() == model.SerializeToString()
-    assert info2["rewritten"] == [] and len(info2["unchanged"]) == 1
