@@ -55,9 +55,17 @@ HostData makeInputs(Case const& c);
 bool runOnDevice(nvinfer1::IPluginV3OneRuntime* rt, Problem const& p, nvinfer1::DataType t, HostData const& data,
     size_t workspaceBytes, std::vector<uint8_t>& out, std::string const& what);
 
+//! Outcome of running the deserialized (kRUNTIME) plugin on the same inputs as the build plugin.
+enum class RuntimeCompare
+{
+    kIDENTICAL,   //!< bit-identical outputs
+    kDIFFERENT,   //!< compared, and the outputs differ (or the second run failed)
+    kNOT_COMPARED //!< no deserialized plugin ran for this case (written as null)
+};
+
 //! Writes the inputs and output of a case to <outDir>/<case>_<tensor>.bin and one manifest line.
 void writeCase(std::string const& outDir, std::ofstream& manifest, Case const& c, HostData const& data,
-    std::vector<uint8_t> const& output, bool runtimeIdentical, std::string const& path);
+    std::vector<uint8_t> const& output, RuntimeCompare runtime, std::string const& path);
 
 } // namespace harness
 

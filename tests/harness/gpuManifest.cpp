@@ -41,7 +41,7 @@ bool writeFile(std::string const& path, std::vector<uint8_t> const& bytes)
 } // namespace
 
 void writeCase(std::string const& outDir, std::ofstream& manifest, Case const& c, HostData const& data,
-    std::vector<uint8_t> const& output, bool runtimeIdentical, std::string const& path)
+    std::vector<uint8_t> const& output, RuntimeCompare runtime, std::string const& path)
 {
     char const* const names[] = {"x", "offset", "mask", "weight", "bias"};
     std::vector<Dims> const dims = c.p.inputDims();
@@ -63,7 +63,10 @@ void writeCase(std::string const& outDir, std::ofstream& manifest, Case const& c
              << "], \"group\": " << a.group << ", \"deformable_group\": " << a.deformableGroup << ", \"shapes\": {"
              << shapes << ", \"out\": " << jsonDims(c.p.outputDims()) << "}, \"files\": {" << files
              << ", \"out\": \"" << outFile << "\"}, \"runtime_bitwise_identical\": "
-             << (runtimeIdentical ? "true" : "false") << "}\n";
+             << (runtime == RuntimeCompare::kIDENTICAL ? "true"
+                    : runtime == RuntimeCompare::kDIFFERENT ? "false"
+                                                            : "null")
+             << "}\n";
     manifest.flush();
 }
 
