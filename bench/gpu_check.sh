@@ -43,7 +43,7 @@ fi
 
 rm -f "$OUT/core_cases.jsonl"
 step "pytest core (all, slow too)" bash -c "DCN_CORE_SUMMARY='$OUT/core_cases.jsonl' $PY -m pytest -p no:cacheprovider -q -rs -m \"\" \
-    tests/test_core_gpu.py tests/test_core_build.py 2>&1 | tee '$OUT/pytest.log'; exit \${PIPESTATUS[0]}"
+    tests/test_core_gpu.py tests/test_core_gpu_cross.py tests/test_core_build.py 2>&1 | tee '$OUT/pytest.log'; exit \${PIPESTATUS[0]}"
 
 if [[ -n "$SANITIZER" ]]; then
     step "sanitizer memcheck" bash -c "'$SANITIZER' --tool memcheck --leak-check no --error-exitcode 9 \
