@@ -114,9 +114,11 @@ struct KernelArgs
 };
 
 /* Bilinear sample of one input plane with zero padding, at (yBase + dy, xBase + dx).
- * The integer part of the coordinate stays an integer: y0 = yBase + floor(dy) and the weight
- * ly = dy - floor(dy) are exact in FP32 (the fractional part of a float is a float), so the
- * sampling position carries no rounding however far from the origin it lies. The whole sample is
+ * The integer part of the coordinate stays an integer: y0 = yBase + floor(dy) is exact, and the
+ * weight ly = dy - floor(dy) is exact in FP32 except for -0.5 < dy < 0 (for dy >= 0 the fraction of a
+ * float is a float; for dy <= -0.5 the subtraction is exact by Sterbenz's lemma), where 1 + dy is
+ * rounded by at most 2^-25 (possibly to 1.0f, still inside the same validity test). So the sampling
+ * position does not lose precision however far from the origin it lies. The whole sample is
  * 0 unless -1 < y < H and -1 < x < W; corners outside the plane read as 0. Non-finite or huge
  * offsets give 0 and never form an index. */
 template <typename T>

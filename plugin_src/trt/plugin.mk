@@ -36,7 +36,8 @@ TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
 # two entry points are exported). Shared by plugin builds against different TensorRT headers.
 dcn_empty :=
 dcn_space := $(dcn_empty) $(dcn_empty)
-PLUGIN_CORE_OBJ := $(BUILD_DIR)/plugin-core/$(subst $(dcn_space),-,$(strip $(CUDA_ARCHS) $(PTX_ARCH)))/dcnForward.o
+PLUGIN_CORE_DIR := $(BUILD_DIR)/plugin-core/$(subst $(dcn_space),-,$(strip $(CUDA_ARCHS) $(PTX_ARCH)))
+PLUGIN_CORE_OBJS := $(patsubst $(CORE_DIR)/%.cu,$(PLUGIN_CORE_DIR)/%.o,$(CORE_SRCS))
 PLUGIN_LIB := $(PLUGIN_BUILD_DIR)/libdcnconvert_plugin.so
 PLUGIN_EXPORTS := trt/exports.map
 
@@ -85,15 +86,15 @@ endif
 $(TRT_STAMP): | check-trt-headers
 	@test -f $@
 
-$(PLUGIN_CORE_OBJ): $(CORE_SRCS) $(CORE_HDRS) | check-trt-headers
+$(PLUGIN_CORE_DIR)/%.o: $(CORE_DIR)/%.cu $(CORE_HDRS) | check-trt-headers
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -DDCN_CORE_EXPORT= -I$(CORE_DIR) -c -o $@ $(CORE_SRCS)
+	$(NVCC) $(NVCCFLAGS) -DDCN_CORE_EXPORT= -I$(CORE_DIR) -c -o $@ $<
 
 $(PLUGIN_BUILD_DIR)/%.o: trt/%.cpp $(TRT_HDRS) $(TRT_STAMP) | check-trt-headers
 	$(NVCC) $(TRT_CXXFLAGS) -c -o $@ $<
 
-$(PLUGIN_LIB): $(TRT_OBJS) $(PLUGIN_CORE_OBJ) $(PLUGIN_EXPORTS)
-	$(NVCC) -shared -cudart static -o $@.tmp $(TRT_OBJS) $(PLUGIN_CORE_OBJ) \
+$(PLUGIN_LIB): $(TRT_OBJS) $(PLUGIN_CORE_OBJS) $(PLUGIN_EXPORTS)
+	$(NVCC) -shared -cudart static -o $@.tmp $(TRT_OBJS) $(PLUGIN_CORE_OBJS) \
 	    -Xlinker --no-undefined -Xlinker --version-script=$(PLUGIN_EXPORTS) -Xlinker -z,nodelete -ldl
 	mv -f $@.tmp $@
 
