@@ -239,7 +239,8 @@ def register(group: click.Group) -> None:
     @click.option("--model", "model", type=_MODEL_ARG, required=True,
                   help="The original ONNX model (any DCN form) the engine was built from.")
     @click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32",
-                  show_default=True, help="The engine's precision; selects the default tolerances.")
+                  show_default=True, help="The precision the engine was built with; selects the default "
+                  "tolerances (an FP16/BF16 engine checked with the fp32 default is held to FP32 ones).")
     @click.option("--shapes", multiple=True, metavar="NAME:DIMS",
                   help="Input shapes for dynamic inputs (default: the engine's profile-0 opt shapes).")
     @_verify_options
