@@ -213,7 +213,7 @@ def register(group: click.Group) -> None:
             check_output_path(model, onnx_out)
             _check_save_paths(model, kw)
             proto, payload = rewrite_in_memory(model, options.target, False)
-            save_model_timed(proto, onnx_out, role="onnx")
+            save_model_timed(proto, onnx_out, role="onnx", like=model)  # keeps an external-data layout
             try:
                 env = build_mod.check_environment(options)
             except errors.MissingDependencyError as exc:

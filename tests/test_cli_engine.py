@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from test_build import FakeAdapter
 
-from dcnconvert import plugin_lib, samples, schema, trt_adapter
+from dcnconvert import onnx_io, plugin_lib, samples, schema, trt_adapter
 from dcnconvert.cli import cli
 
 STANDARD_KEYS = {
@@ -118,6 +118,20 @@ class TestWithoutTensorrt:
     def test_convert_dynamic_model_still_writes_onnx(self, dynamic_model, tmp_path):
         res = invoke("convert", dynamic_model, "-o", tmp_path / "d.engine")
         assert res.exit_code == 4 and (tmp_path / "d.onnx").exists()
+
+    def test_convert_keeps_external_data_layout(self, tmp_path):
+        """Like `rewrite`: an input with its weights in a .data file gives OUT.onnx + OUT.onnx.data."""
+        src = tmp_path / "src"
+        src.mkdir()
+        onnx.save_model(samples.build("mmcv.MMCVModulatedDeformConv2d", c=16, cout=16, seed=2),
+                        str(src / "ext.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="ext.onnx.data", size_threshold=0)
+        res = invoke("convert", src / "ext.onnx", "-o", tmp_path / "m.engine", "--json")
+        assert res.exit_code == 4
+        obj = one_json(res.stdout)
+        assert obj["outputs"]["onnx"] == str(tmp_path / "m.onnx")
+        assert Path(obj["outputs"]["onnx_data"]).is_file()
+        assert onnx_io.file_uses_external_data(tmp_path / "m.onnx")
 
     def test_verify_exits_4(self, static_model, tmp_path):
         engine = tmp_path / "m.engine"
