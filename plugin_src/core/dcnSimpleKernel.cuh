@@ -11,9 +11,10 @@
  * its threads fill a shared FP32 tile of sampled values and a shared FP32 tile of weights, then
  * each thread accumulates a TM x TN register block in FP32 (BM = 64, or 32 when a group has at
  * most 32 output channels). Every channel tile samples its pixels again: the fused kernel of the
- * next issue removes that redundancy; this one stays simple as the reference path. Bias is added in the epilogue and the
- * result is rounded once to the output type. Coordinates (integer part + FP32 fraction), bilinear
- * weights and accumulation are FP32 for every element type; every element offset into x, offset, mask, weight and out is 64-bit.
+ * next issue removes that redundancy; this one stays simple as the reference path. Bias is added
+ * in the epilogue and the result is rounded once to the output type. Coordinates (integer part +
+ * FP32 fraction), bilinear weights and accumulation are FP32 for every element type; every element
+ * offset into x, offset, mask, weight and out is 64-bit.
  *
  * The per-row bookkeeping of a K chunk (channel, kernel point, deformable group) is the same for
  * every pixel, so 16 threads compute it once per chunk into a double-buffered shared table while

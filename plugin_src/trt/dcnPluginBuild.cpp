@@ -169,9 +169,8 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
         Dims const& weight = inputs[kIN_WEIGHT].max;
         Dims const& out = outputs[0].max;
         DCN_VALIDATE(x.nbDims == 4 && weight.nbDims == 4 && out.nbDims == 4,
-            "expected rank-4 x, weight and output in the profile's max dims, got ranks " << x.nbDims << ", "
-                                                                                            << weight.nbDims << ", "
-                                                                                            << out.nbDims);
+            "expected rank-4 x, weight and output in the profile's max dims, got ranks "
+                << x.nbDims << ", " << weight.nbDims << ", " << out.nbDims);
         auto const clamp = [](int64_t v) { return std::max<int64_t>(v, 0); };
         DcnParams p{};
         p.n = clamp(x.d[0]);
@@ -181,8 +180,12 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
         p.cout = clamp(weight.d[0]);
         p.kh = static_cast<int32_t>(std::min<int64_t>(clamp(weight.d[2]), INT32_MAX));
         p.kw = static_cast<int32_t>(std::min<int64_t>(clamp(weight.d[3]), INT32_MAX));
-        p.ho = std::max(clamp(out.d[2]), dcnOutputSize(p.h, std::max(p.kh, 1), mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0]));
-        p.wo = std::max(clamp(out.d[3]), dcnOutputSize(p.w, std::max(p.kw, 1), mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1]));
+        int64_t const hoMax
+            = dcnOutputSize(p.h, std::max(p.kh, 1), mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0]);
+        int64_t const woMax
+            = dcnOutputSize(p.w, std::max(p.kw, 1), mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1]);
+        p.ho = std::max(clamp(out.d[2]), hoMax);
+        p.wo = std::max(clamp(out.d[3]), woMax);
         p.strideH = mAttrs.stride[0];
         p.strideW = mAttrs.stride[1];
         p.padH = mAttrs.padding[0];

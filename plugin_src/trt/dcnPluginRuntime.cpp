@@ -87,8 +87,10 @@ int32_t DcnPlugin::onShapeChange(
                 "input '" << kINPUT_NAMES[i] << "' has format " << static_cast<int32_t>(in[i].format)
                           << "; only kLINEAR is supported");
         }
-        DCN_VALIDATE(out[0].type == in[kIN_X].type, "the output has type " << dataTypeName(out[0].type)
-                                                                            << " but x has " << dataTypeName(in[kIN_X].type));
+        DCN_VALIDATE(out[0].type == in[kIN_X].type,
+            "the output has type " << dataTypeName(out[0].type) << " but x has " << dataTypeName(in[kIN_X].type));
+        DCN_VALIDATE(out[0].format == TensorFormat::kLINEAR,
+            "the output has format " << static_cast<int32_t>(out[0].format) << "; only kLINEAR is supported");
         makeParams(dims, nbInputs, out[0].dims, in[kIN_X].type);
         mNbInputs = nbInputs;
         return 0;

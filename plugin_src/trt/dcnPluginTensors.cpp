@@ -9,6 +9,7 @@
 #include "../core/dcnForward.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -100,13 +101,16 @@ std::pair<int64_t, int64_t> checkShapes(ShapeView const& s, DcnAttributes const&
     int64_t const g = a.group;
     int64_t const dg = a.deformableGroup;
 
-    DCN_VALIDATE(!known(kh) || kh >= 1, "weight kernel height (weight dim 2) must be >= 1, got " << kh);
-    DCN_VALIDATE(!known(kw) || kw >= 1, "weight kernel width (weight dim 3) must be >= 1, got " << kw);
+    // Kernel sizes are narrowed to int32 below (and by the core): reject what does not fit first.
+    DCN_VALIDATE(!known(kh) || (kh >= 1 && kh <= INT32_MAX),
+        "weight kernel height (weight dim 2) must be in [1, 2^31 - 1], got " << kh);
+    DCN_VALIDATE(!known(kw) || (kw >= 1 && kw <= INT32_MAX),
+        "weight kernel width (weight dim 3) must be in [1, 2^31 - 1], got " << kw);
     DCN_VALIDATE(!known(c) || c % g == 0, "x has " << c << " channels, not divisible by group = " << g);
     DCN_VALIDATE(!known(c) || c % dg == 0, "x has " << c << " channels, not divisible by deformable_group = " << dg);
     DCN_VALIDATE(!known(cout) || cout % g == 0,
         "weight has " << cout << " output channels (dim 0), not divisible by group = " << g);
-    DCN_VALIDATE(!known(c) || !known(cPerGroup) || cPerGroup * g == c,
+    DCN_VALIDATE(!known(c) || !known(cPerGroup) || c / g == cPerGroup,
         "weight dim 1 (" << cPerGroup << ") times group (" << g << ") must equal the channels of x (" << c << ")");
     for (int32_t i : {kIN_OFFSET, kIN_MASK})
     {
@@ -116,6 +120,10 @@ std::pair<int64_t, int64_t> checkShapes(ShapeView const& s, DcnAttributes const&
     }
     if (known(kh) && known(kw))
     {
+        // kh * kw < 2^62 here; the offset channel count 2 * dg * kh * kw must fit in int32 (the core's limit).
+        DCN_VALIDATE(kh * kw <= INT32_MAX / (2 * dg),
+            "the kernel " << kh << "x" << kw << " with deformable_group = " << dg
+                          << " needs 2*deformable_group*kh*kw offset channels, more than 2^31 - 1");
         int64_t const taps = dg * kh * kw;
         int64_t const oc = s.get(kIN_OFFSET, 1);
         int64_t const mc = s.get(kIN_MASK, 1);

@@ -51,6 +51,12 @@ void CpuRun::runtimeErrors()
     mark = recorder.errors.size();
     HCHECK(rt->onShapeChange(in.data(), 5, badOut.data(), 1) != 0 && recordedError(recorder, mark, {"output dimension 2"}),
         "onShapeChange rejects an output shape that does not match");
+    auto badFormat = out;
+    badFormat[0].format = nvinfer1::TensorFormat::kCHW32;
+    mark = recorder.errors.size();
+    HCHECK(rt->onShapeChange(in.data(), 5, badFormat.data(), 1) != 0
+            && recordedError(recorder, mark, {"output", "kLINEAR"}),
+        "onShapeChange rejects a non-linear output format");
     auto badType = in;
     badType[3].type = DataType::kHALF;
     mark = recorder.errors.size();

@@ -140,6 +140,14 @@ void CpuRun::shapeErrors()
                 d[2].d[2] = 1;
             },
             {"does not fit", "height 2"}},
+        {"kernel 70000x70000 (2*dg*kh*kw offset channels beyond int32)",
+            [](Problem&, std::vector<Dims>& d) {
+                d[3].d[2] = 70000;
+                d[3].d[3] = 70000;
+            },
+            {"70000x70000", "2^31 - 1"}},
+        {"kernel height beyond int32", [](Problem&, std::vector<Dims>& d) { d[3].d[2] = int64_t{1} << 33; },
+            {"kernel height", "8589934592"}},
         {"C not divisible by group",
             [](Problem&, std::vector<Dims>& d) {
                 d[0].d[1] = 5;
