@@ -89,8 +89,10 @@ class TestSource:
         assert globals_ and set(re.findall(r"(\w+);", globals_.group(1))) == EXPORTED
         assert re.search(r"local:\s*\*;", mapped)
 
-    def test_no_abort_exit_or_assert_in_the_glue(self) -> None:
-        for path in sorted(TRT_DIR.glob("*.[ch]*")):
+    def test_no_abort_exit_or_assert_in_the_glue_or_core(self) -> None:
+        paths = sorted(TRT_DIR.glob("*.[ch]*")) + sorted((pb.PLUGIN_SRC / "core").glob("*.[ch]*"))
+        assert len(paths) >= 10, paths
+        for path in paths:
             code = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(), flags=re.DOTALL)
             for word in ("abort", "exit", "assert", "terminate"):
                 assert not re.search(rf"\b(?:std::)?{word}\s*\(", code), f"{path.name} calls {word}"
@@ -175,6 +177,13 @@ class TestLibrary:
             ).stdout
             needed = re.findall(r"NEEDED\s+(\S+)", headers)
             assert needed and not [n for n in needed if "nvinfer" in n or "cudart" in n], needed
+
+    def test_linked_nodelete(self, built) -> None:
+        """-z nodelete: a registry never points into an unloaded library (dlclose keeps it mapped)."""
+        readelf = _tool("readelf")
+        for lib in _libraries(built):
+            dynamic = subprocess.run([readelf, "-d", str(lib)], capture_output=True, text=True, check=True)
+            assert re.search(r"FLAGS_1\)?\s+Flags:.*\bNODELETE\b", dynamic.stdout), dynamic.stdout
 
     def test_runtime_fields_match_schema(self, built) -> None:
         proc = pb.run_harness(built, "info")
