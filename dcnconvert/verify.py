@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from dcnconvert import shapes
-from dcnconvert.errors import AccuracyError, UsageError
+from dcnconvert.errors import AccuracyError, ModelError, UsageError
 from dcnconvert.verify_compare import DEFAULT_TOLERANCES, compare, format_rows, tolerances
 from dcnconvert.verify_io import (
     cast_feeds,
@@ -55,8 +55,23 @@ def reference_model(model: Any) -> Any:
     return standard.to_standard_model(model)
 
 
+def _runtime_errors() -> tuple[type[BaseException], ...]:
+    """What ONNX Runtime (its pybind exception classes) and Polygraphy raise when a run fails."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+    from polygraphy.exception import PolygraphyException
+
+    ort = [v for v in vars(ort_state).values() if isinstance(v, type) and issubclass(v, Exception)]
+    return (PolygraphyException, *ort)
+
+
 def run_reference(std_model: Any, feeds: Sequence[Mapping[str, np.ndarray]]) -> Any:
-    """Run the reference model in ONNX Runtime (CPU) through Polygraphy; returns ``RunResults``."""
+    """Run the reference model in ONNX Runtime (CPU) through Polygraphy; returns ``RunResults``.
+
+    Raises:
+        ModelError: ONNX Runtime cannot load or run the reference model (e.g. another custom op in
+            the model, or an ONNX Runtime without ``DeformConv``); ONNX Runtime's message is included.
+    """
+    import onnxruntime
     from polygraphy.backend.onnxrt import OnnxrtRunner, SessionFromOnnx
     from polygraphy.comparator import Comparator
 
@@ -67,7 +82,16 @@ def run_reference(std_model: Any, feeds: Sequence[Mapping[str, np.ndarray]]) -> 
         path = Path(tmp) / "reference.onnx"
         onnx_io.save_model(std_model, path)
         runner = OnnxrtRunner(SessionFromOnnx(str(path), providers=["cpu"]), name=REFERENCE_RUNNER)
-        return Comparator.run([runner], data_loader=[dict(f) for f in feeds])
+        try:
+            return Comparator.run([runner], data_loader=[dict(f) for f in feeds])
+        except _runtime_errors() as exc:
+            raise ModelError(
+                f"ONNX Runtime {onnxruntime.__version__} cannot run the reference model: "
+                f"{' '.join(str(exc).split())}",
+                hint="every node besides the DCNs must run in ONNX Runtime (CPU); DeformConv needs "
+                "onnxruntime >= 1.25. Check the reference model with 'dcnconvert reference', or compare "
+                "the engine with outputs made another way: polygraphy run ENGINE --load-outputs FILE",
+            ) from None
 
 
 def polygraphy_commands(

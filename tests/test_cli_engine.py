@@ -280,3 +280,26 @@ class TestWithFakeTensorrt:
         assert obj["commands"][2].startswith(f"polygraphy run {engine} --model-type engine --trt --plugins")
         text = invoke("verify", engine, "--model", static_model, "--precision", "bf16")
         assert text.exit_code == 0 and "max abs" in text.stdout
+
+    def test_verify_reference_that_onnxruntime_cannot_run(self, fake11, tmp_path):
+        """Another custom op in the model: one clean error (exit 1), not an internal-error traceback."""
+        model = samples.build("mmcv.MMCVModulatedDeformConv2d", seed=3)
+        output = onnx.ValueInfoProto()
+        output.CopyFrom(model.graph.output[0])
+        model.graph.node.append(onnx.helper.make_node("MyPostProcess", [output.name], ["post"],
+                                                      domain="custom.ops", name="post"))
+        model.opset_import.append(onnx.helper.make_opsetid("custom.ops", 1))
+        output.name = "post"
+        del model.graph.output[:]
+        model.graph.output.append(output)
+        path = tmp_path / "custom.onnx"
+        onnx.save(model, str(path))
+        engine = tmp_path / "m.engine"
+        assert invoke("build", path, "-o", engine).exit_code == 0  # the fake engine: the parsed ONNX
+        res = invoke("verify", engine, "--model", path, "--json")
+        assert res.exit_code == 1, res.stderr
+        (line,) = error_lines(res)
+        assert "ONNX Runtime" in line and "MyPostProcess" in line
+        obj = one_json(res.stdout)
+        assert obj["errors"][0]["type"] == "ModelError" and "onnxruntime >= 1.25" in obj["errors"][0]["hint"]
+

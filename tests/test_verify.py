@@ -295,6 +295,16 @@ class TestPrepareReference:
         feeds, ref, _ = verify.prepare_reference(model, opts)
         assert feeds["x"].shape == (3, 4, 7, 9) and ref[verify.REFERENCE_RUNNER][0]["y"].shape[0] == 3
 
+    def test_reference_that_onnxruntime_cannot_run(self):
+        model = samples.build("centernet.DCNv2", seed=5)
+        out = model.graph.output[0].name
+        model.graph.node.append(onnx.helper.make_node("Unknown", [out], ["z"], domain="custom", name="u"))
+        model.opset_import.append(onnx.helper.make_opsetid("custom", 1))
+        model.graph.output[0].name = "z"
+        with pytest.raises(ModelError, match="ONNX Runtime .* cannot run the reference model") as info:
+            verify.prepare_reference(model, verify.VerifyOptions())
+        assert "custom:Unknown" in str(info.value) and info.value.exit_code == 1
+
     def test_inputs_that_do_not_fit(self, tmp_path):
         model = samples.build("centernet.DCNv2", seed=5)
         np.savez(tmp_path / "in.npz", x=np.zeros((1, 4, 7, 9), np.float32))
