@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One-shot GPU check of the CUDA core (issue 3): build, GPU tests (slow >2^31 case included),
-# compute-sanitizer memcheck + racecheck over a reduced grid, FP16 accuracy measurement.
+# compute-sanitizer memcheck, racecheck, initcheck and synccheck over a reduced grid, FP16 accuracy.
 # Writes logs under ${OUT:-./gpu_check_out}; prints a summary last. Exit status: number of failed steps.
 #
 #     bash bench/gpu_check.sh
@@ -49,6 +49,11 @@ if [[ -n "$SANITIZER" ]]; then
     step "sanitizer memcheck" bash -c "'$SANITIZER' --tool memcheck --leak-check no --error-exitcode 9 \
         $PY bench/core_sanitize.py > '$OUT/sanitizer.log' 2>&1; rc=\$?; tail -5 '$OUT/sanitizer.log'; exit \$rc"
     step "sanitizer racecheck" bash -c "'$SANITIZER' --tool racecheck --racecheck-report all --error-exitcode 9 \
+        $PY bench/core_sanitize.py >> '$OUT/sanitizer.log' 2>&1; rc=\$?; tail -5 '$OUT/sanitizer.log'; exit \$rc"
+    # Uninitialised device reads (initcheck) and barrier misuse (synccheck) over the same grid.
+    step "sanitizer initcheck" bash -c "'$SANITIZER' --tool initcheck --error-exitcode 9 \
+        $PY bench/core_sanitize.py >> '$OUT/sanitizer.log' 2>&1; rc=\$?; tail -5 '$OUT/sanitizer.log'; exit \$rc"
+    step "sanitizer synccheck" bash -c "'$SANITIZER' --tool synccheck --error-exitcode 9 \
         $PY bench/core_sanitize.py >> '$OUT/sanitizer.log' 2>&1; rc=\$?; tail -5 '$OUT/sanitizer.log'; exit \$rc"
 else
     STEPS+=("compute-sanitizer absent: memcheck/racecheck NOT run")
