@@ -8,6 +8,7 @@ command; ``convert`` still writes the rewritten model next to the engine path (`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,10 +114,21 @@ def _make_verify_options(kw: dict[str, Any], precision: str, shapes: tuple[str, 
                          print_commands=kw["print_commands"])
 
 
-def _check_save_paths(model: Path, kw: dict[str, Any]) -> None:
-    for key in ("save_inputs", "save_outputs"):
-        if kw.get(key) is not None:
-            check_output_path(model, kw[key], "--" + key.replace("_", "-"))
+def _check_save_paths(model: Path, others: dict[str, Path], kw: dict[str, Any]) -> None:
+    """--save-inputs/--save-outputs: not the input model, one of ``others`` (what -> path) or each other.
+
+    Raises:
+        UsageError: a save path names a file the command reads or writes otherwise.
+    """
+    given = {"--" + key.replace("_", "-"): kw[key] for key in ("save_inputs", "save_outputs")
+             if kw.get(key) is not None}
+    for option, path in given.items():
+        check_output_path(model, path, option)
+        taken = dict(others, **{f"the {o} file": p for o, p in given.items() if o != option})
+        for what, other in taken.items():
+            if os.path.realpath(other) == os.path.realpath(path):
+                raise errors.UsageError(f"{option} {path} is also {what}",
+                                        hint="give every file its own path")
 
 
 def _render_build(result: dict[str, Any]) -> str:
@@ -211,7 +223,7 @@ def register(group: click.Group) -> None:
                     "ONNX alone")
             check_output_path(model, output)
             check_output_path(model, onnx_out)
-            _check_save_paths(model, kw)
+            _check_save_paths(model, {"the engine (-o)": output, "the rewritten model": onnx_out}, kw)
             proto, payload = rewrite_in_memory(model, options.target, False)
             save_model_timed(proto, onnx_out, role="onnx", like=model)  # keeps an external-data layout
             try:
@@ -260,7 +272,7 @@ def register(group: click.Group) -> None:
 
             vopts = _make_verify_options(kw, precision, shapes)
             verify_mod.tolerances(precision, vopts.atol, vopts.rtol)
-            _check_save_paths(model, kw)
+            _check_save_paths(model, {"the engine to verify": engine}, kw)
             needs = build_mod.BuildOptions(target=vopts.target, plugin_lib=vopts.plugin_lib)
             env = build_mod.check_environment(needs)
             proto = load_model_timed(model)

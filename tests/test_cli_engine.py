@@ -177,6 +177,23 @@ class TestUsage:
         assert res.exit_code == 2 and message in error_lines(res)[0]
         assert not (tmp_path / "x.engine").exists()
 
+    @pytest.mark.parametrize("which", ["engine", "each other"])
+    def test_verify_save_path_is_not_the_engine(self, static_model, tmp_path, which):
+        engine = tmp_path / "m.engine"
+        engine.write_bytes(b"engine bytes")
+        other = engine if which == "engine" else tmp_path / "same.json"
+        res = invoke("verify", engine, "--model", static_model, "--save-inputs", tmp_path / "same.json",
+                     "--save-outputs", other, "--json")
+        assert res.exit_code == 2 and "is also" in error_lines(res)[0]
+        assert engine.read_bytes() == b"engine bytes" and not (tmp_path / "same.json").exists()
+        assert one_json(res.stdout)["errors"][0]["type"] == "UsageError"
+
+    def test_convert_save_path_is_not_the_rewritten_model(self, static_model, tmp_path):
+        res = invoke("convert", static_model, "-o", tmp_path / "m.engine", "--verify",
+                     "--save-inputs", tmp_path / "m.onnx")
+        assert res.exit_code == 2 and "the rewritten model" in error_lines(res)[0]
+        assert list(tmp_path.iterdir()) == [static_model]
+
 
 class TestPluginPath:
     def test_missing(self, monkeypatch, tmp_path):
