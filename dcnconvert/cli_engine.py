@@ -214,6 +214,10 @@ def register(group: click.Group) -> None:
 
             options = _make_build_options(kw)
             options.validate()
+            if do_verify and options.io_precision == "bf16":  # known before a build is spent on it
+                raise errors.UsageError("--verify cannot feed an engine with --io-precision bf16 "
+                                        "(NumPy has no bfloat16)",
+                                        hint="verify with --io-precision fp32 (the default) or fp16")
             onnx_out = output.with_suffix(".onnx")
             if onnx_out == output:
                 raise errors.UsageError(

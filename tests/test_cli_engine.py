@@ -194,6 +194,12 @@ class TestUsage:
         assert res.exit_code == 2 and "the rewritten model" in error_lines(res)[0]
         assert list(tmp_path.iterdir()) == [static_model]
 
+    def test_convert_verify_bf16_io_is_refused_before_the_build(self, fake11, static_model, tmp_path):
+        res = invoke("convert", static_model, "-o", tmp_path / "m.engine", "--precision", "bf16",
+                     "--io-precision", "bf16", "--verify")
+        assert res.exit_code == 2 and "bf16" in error_lines(res)[0]
+        assert fake11.build_calls == [] and not (tmp_path / "m.onnx").exists()
+
 
 class TestPluginPath:
     def test_missing(self, monkeypatch, tmp_path):
