@@ -21,7 +21,8 @@ How it works:
    data), ``Cast``/``ConstantOfShape`` targets follow, value_info types are updated.
 4. Where a tensor's type differs from what a consumer needs, one ``Cast`` per (tensor, type) is
    inserted (so the graph stays in single static assignment form). Graph inputs and outputs keep
-   FP32 unless ``io_precision`` says otherwise. The plugin node's five inputs are always in one type.
+   FP32 unless ``io_precision`` says otherwise. The plugin node's five inputs are always in one type
+   (the low one, or FP32 for a plugin node kept by op type or name).
 
 This module is the driver and the public API; steps 1-2 live in :mod:`dcnconvert.fp16_plan`,
 steps 3-4 in :mod:`dcnconvert.fp16_convert`.

@@ -66,8 +66,6 @@ def _schema(node: onnx.NodeProto, model: onnx.ModelProto):
         return None
 
 
-
-
 def infer_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element type of every tensor that ONNX inference (plus the custom-node rule) can type."""
     skel = onnx.ModelProto()
@@ -158,7 +156,9 @@ class Plan:
     def decide(self, index: int, node: onnx.NodeProto, shape_arith: bool) -> None:
         floats_in = [j for j, n in enumerate(node.input) if self.is_float(n)]
         floats_out = [n for n in node.output if self.is_float(n)]
-        if schema.is_plugin_node(node):
+        if schema.is_plugin_node(node):  # all five inputs in one type: low, or FP32 when asked for
+            if node.op_type in self.keep_ops or (node.name and node.name in self.keep_nodes):
+                return self.keep(index, node, "named in --keep-fp32 (the plugin runs in FP32)")
             self._make_low(index, node, {j: self.low for j in floats_in}, floats_out)
             return
         if not floats_in and not floats_out:

@@ -182,10 +182,12 @@ class TestPrepare:
             build.prepare_model(model, BuildOptions(precision="fp16", keep_fp32=("Nope",)), "graph-cast")
         with pytest.raises(UsageError, match="graph-cast precision path only"):
             build.prepare_model(model, BuildOptions(precision="fp16", keep_fp32=("dcn0",)), "builder-flag")
-        _, _, report = build.prepare_model(
+        parsed, _, report = build.prepare_model(
             model, BuildOptions(precision="fp16", keep_fp32=(schema.PLUGIN_NAME,)), "graph-cast"
         )
-        assert report.plugin_nodes == 1  # the plugin cannot be kept: its five inputs are always one type
+        assert report.plugin_nodes == 1 and [k["op"] for k in report.kept_fp32] == [schema.PLUGIN_NAME]
+        weight = next(i for i in parsed.graph.initializer if i.name == "weight")
+        assert weight.data_type == TP.FLOAT  # the kept plugin reads its weight in FP32
 
     def test_cast_warnings(self):
         report = types.SimpleNamespace(

@@ -268,6 +268,22 @@ class TestNetwork:
         relu = next(n for n in cast.graph.node if n.name == "relu")
         assert types[relu.output[0]] == TP.FLOAT
 
+    def test_keep_a_plugin_node_in_fp32(self):
+        """--keep-fp32 on a plugin node: its five inputs (and output) FP32, the other plugin node low."""
+        model = _network()
+        cast, report = fp16.cast_model(model, "fp16", keep_fp32_nodes=["dcn"])
+        onnx.checker.check_model(cast, full_check=True)
+        types = fp16_plan.infer_types(cast)
+        plugins = {n.name: n for n in cast.graph.node if n.op_type == schema.PLUGIN_NAME}
+        assert {types[i] for i in plugins["dcn"].input} == {TP.FLOAT} and types["y"] == TP.FLOAT
+        assert {types[i] for i in plugins["dcn2"].input} == {TP.FLOAT16}
+        assert "dcn" in {k["node"] for k in report.kept_fp32}
+        x = np.random.default_rng(5).uniform(-1, 1, (2, 4, 6, 5)).astype(np.float32)
+        ref = evaluate.run_model(model, {"x": x})
+        got = evaluate.run_model(cast, {"x": x}, backend="reference")
+        ref.pop("xs_i"), got.pop("xs_i")
+        assert _max_scaled_error(ref, got) < TOL["fp16"]
+
     def test_clamps_large_weights(self):
         model = _network()
         w = next(i for i in model.graph.initializer if i.name == "b")
