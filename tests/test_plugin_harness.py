@@ -12,6 +12,7 @@ TensorRT headers found (``TENSORRT_INCLUDE_DIR``, os.pathsep-separated, then the
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -165,6 +166,40 @@ class TestHarnessCpu:
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split() == ["1", "True", "True"], proc.stdout
         assert proc.stderr == ""
+
+
+    @pytest.mark.parametrize(
+        ("env", "found", "stderr_part"),
+        [({}, "1 0", ""), ({"DCN_FAKE_TRT_MAJOR": "9"}, "0 0", "not registering with a TensorRT 9 library")],
+        ids=["same-major", "other-major"],
+    )
+    def test_ctypes_load_finds_a_local_libnvinfer(
+        self, built, tmp_path: Path, env: dict, found: str, stderr_part: str
+    ) -> None:
+        """`import tensorrt` loads libnvinfer RTLD_LOCAL (outside the global scope); a later
+        ctypes.CDLL of the plugin (what dcnconvert and Polygraphy --plugins do) must still register
+        in namespace 'dcnconvert' by finding that libnvinfer through its soname."""
+        fake = pb.build_fake_nvinfer(built, tmp_path)
+        code = (
+            "import ctypes\n"
+            f"fake = ctypes.CDLL({str(fake)!r})\n"  # RTLD_LOCAL, as the tensorrt module loads it
+            "print(hasattr(ctypes.CDLL(None), 'getPluginRegistry'))\n"
+            f"ctypes.CDLL({str(built.lib)!r})\n"
+            "find = fake.dcnFakeRegistryFind\n"
+            "find.restype = ctypes.c_int32\n"
+            "name = b'ModulatedDeformConv2d'\n"
+            "print(find(name, b'1', b'dcnconvert'), find(name, b'1', b''))\n"
+        )
+        full_env = {k: v for k, v in os.environ.items() if k != "DCNCONVERT_PLUGIN_NO_AUTO_REGISTER"}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+            env={**full_env, **env},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == ["False", found], proc.stdout + proc.stderr
+        assert stderr_part in proc.stderr, proc.stderr
+        if not stderr_part:
+            assert proc.stderr == "", proc.stderr
 
 
 def _read(path: Path, dtype: str, shape: list[int]) -> np.ndarray:

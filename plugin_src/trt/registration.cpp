@@ -67,19 +67,27 @@ GetPluginRegistryFn registryFunction(void* handle)
 nvinfer1::IPluginRegistry* findPluginRegistry()
 {
     // 1. A libnvinfer in the global scope (linked by the executable, or loaded RTLD_GLOBAL).
-    GetPluginRegistryFn getRegistry = registryFunction(RTLD_DEFAULT);
-    if (getRegistry == nullptr)
+    if (GetPluginRegistryFn getRegistry = registryFunction(RTLD_DEFAULT))
     {
-        // 2. The instance already loaded RTLD_LOCAL (by the tensorrt Python module or a Triton backend).
-        //    RTLD_NOLOAD never loads a second copy; dlclose() only drops the reference it added.
-        void* handle = dlopen("libnvinfer.so." DCN_STRINGIFY(NV_TENSORRT_MAJOR), RTLD_NOLOAD | RTLD_LAZY);
-        if (handle != nullptr)
+        if (nvinfer1::IPluginRegistry* registry = getRegistry())
         {
-            getRegistry = registryFunction(handle);
-            dlclose(handle);
+            return registry;
         }
     }
-    return getRegistry != nullptr ? getRegistry() : nullptr;
+    // 2. The instance already loaded RTLD_LOCAL (by the tensorrt Python module or a Triton backend),
+    //    found by its soname. RTLD_NOLOAD never loads a second copy; dlclose() only drops the
+    //    reference it added (the library stays loaded by whoever loaded it).
+    nvinfer1::IPluginRegistry* registry = nullptr;
+    void* handle = dlopen("libnvinfer.so." DCN_STRINGIFY(NV_TENSORRT_MAJOR), RTLD_NOLOAD | RTLD_LAZY);
+    if (handle != nullptr)
+    {
+        if (GetPluginRegistryFn getRegistry = registryFunction(handle))
+        {
+            registry = getRegistry();
+        }
+        dlclose(handle);
+    }
+    return registry;
 }
 
 nvinfer1::IPluginCreatorInterface& creatorInterface()

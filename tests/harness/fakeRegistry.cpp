@@ -5,6 +5,10 @@
  *
  * Environment (read at each call): DCN_FAKE_NO_REGISTRY=1 makes getPluginRegistry() return null;
  * DCN_FAKE_TRT_MAJOR=<n> makes getInferLibMajorVersion() report another TensorRT major version.
+ *
+ * The same file, built alone as a shared library named libnvinfer.so.<major> (with that soname), is
+ * the stand-in for a libnvinfer that the tensorrt Python module loaded RTLD_LOCAL, i.e. outside the
+ * global symbol scope (tests/test_plugin_harness.py); dcnFakeRegistryFind lets the test query it.
  */
 #include "harness.h"
 
@@ -277,4 +281,11 @@ extern "C" __attribute__((visibility("default"))) int32_t getInferLibMajorVersio
 {
     char const* v = std::getenv("DCN_FAKE_TRT_MAJOR");
     return v != nullptr && v[0] != '\0' ? std::atoi(v) : NV_TENSORRT_MAJOR;
+}
+
+//! 1 when a creator (name, version) is registered in namespace `ns` of this fake registry, else 0.
+extern "C" __attribute__((visibility("default"))) int32_t dcnFakeRegistryFind(
+    char const* name, char const* version, char const* ns) noexcept
+{
+    return harness::registryGetCreator(name, version, ns) != nullptr ? 1 : 0;
 }

@@ -117,3 +117,26 @@ def run_harness(
         env=full_env,
         check=False,
     )
+
+
+def build_fake_nvinfer(built: Built, out_dir: Path) -> Path:
+    """Builds tests/harness/fakeRegistry.cpp alone as ``libnvinfer.so.<major>`` (soname included).
+
+    It stands in for the libnvinfer that ``import tensorrt`` loads with RTLD_LOCAL: its
+    ``getPluginRegistry`` is not in the global symbol scope, so the plugin has to find it by soname.
+    Query it with its ``dcnFakeRegistryFind(name, version, namespace)``.
+    """
+    compiler = nvcc()
+    if compiler is None:
+        raise BuildError("nvcc not found on PATH (set NVCC)")
+    soname = f"libnvinfer.so.{built.version.split('.')[0]}"
+    out = Path(out_dir) / soname
+    proc = subprocess.run(
+        [compiler, "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-Wno-deprecated-declarations",
+         "-isystem", str(built.include_dir), f"-Xlinker=-soname={soname}",
+         str(REPO / "tests" / "harness" / "fakeRegistry.cpp"), "-o", str(out), "-ldl"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    if proc.returncode != 0:
+        raise BuildError(f"building the fake {soname} failed:\n{proc.stdout}{proc.stderr}")
+    return out
