@@ -174,12 +174,12 @@ class TestHarnessCpu:
         ids=["same-major", "other-major"],
     )
     def test_ctypes_load_finds_a_local_libnvinfer(
-        self, built, tmp_path: Path, env: dict, found: str, stderr_part: str
+        self, built, env: dict, found: str, stderr_part: str
     ) -> None:
         """`import tensorrt` loads libnvinfer RTLD_LOCAL (outside the global scope); a later
         ctypes.CDLL of the plugin (what dcnconvert and Polygraphy --plugins do) must still register
         in namespace 'dcnconvert' by finding that libnvinfer through its soname."""
-        fake = pb.build_fake_nvinfer(built, tmp_path)
+        fake = pb.build_fake_nvinfer(built)
         code = (
             "import ctypes\n"
             f"fake = ctypes.CDLL({str(fake)!r})\n"  # RTLD_LOCAL, as the tensorrt module loads it

@@ -119,8 +119,10 @@ def run_harness(
     )
 
 
-def build_fake_nvinfer(built: Built, out_dir: Path) -> Path:
-    """Builds tests/harness/fakeRegistry.cpp alone as ``libnvinfer.so.<major>`` (soname included).
+@functools.cache
+def build_fake_nvinfer(built: Built) -> Path:
+    """Builds tests/harness/fakeRegistry.cpp alone as ``<build>/fake-nvinfer/libnvinfer.so.<major>``
+    (soname included), once per header folder.
 
     It stands in for the libnvinfer that ``import tensorrt`` loads with RTLD_LOCAL: its
     ``getPluginRegistry`` is not in the global symbol scope, so the plugin has to find it by soname.
@@ -130,7 +132,9 @@ def build_fake_nvinfer(built: Built, out_dir: Path) -> Path:
     if compiler is None:
         raise BuildError("nvcc not found on PATH (set NVCC)")
     soname = f"libnvinfer.so.{built.version.split('.')[0]}"
-    out = Path(out_dir) / soname
+    out_dir = built.lib.parent / "fake-nvinfer"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / soname
     proc = subprocess.run(
         [compiler, "-std=c++17", "-shared", "-Xcompiler", "-fPIC,-Wno-deprecated-declarations",
          "-isystem", str(built.include_dir), f"-Xlinker=-soname={soname}",
