@@ -110,8 +110,9 @@ SPECS: dict[str, FormSpec] = {s.form: s for s in (
     # tensorRT_Pro writes info="" and its plugin hard-codes stride 1, padding 1, dilation 1, dg 1.
     _spec("tensorrt_pro.Plugin.DCNv2", _LOGITS, LOGIT_KNOWN, mask_kind="logits", group_one=True,
           defaults={"stride": 1, "padding": 1, "dilation": 1, "dg": 1}),
+    # dcnv2_trt's plugin hard-codes the same stride 1, padding 1, dilation 1: a missing attribute means that.
     _spec("eweill.DCNv2_TRT", _LOGITS, {**LOGIT_KNOWN, "name": ("name",)}, mask_kind="logits",
-          group_one=True),
+          group_one=True, defaults={"stride": 1, "padding": 1, "dilation": 1}),
     _spec("paddle-legacy.deformable_conv", ("x", "weight", "mask", "offset"), {
         "stride": ("strides", "stride"), "padding": ("paddings", "padding"),
         "dilation": ("dilations", "dilation"),

@@ -310,6 +310,12 @@ class TestOtherForms:
         parsed = parse_node(node, _info(**dict(STD_SHAPES, om=[1, 27, 8, 8])))
         assert parsed.form == "eweill.DCNv2_TRT" and parsed.mask_kind == "logits" and parsed.convertible
 
+    def test_dcnv2_trt_missing_attributes_mean_what_its_plugin_hard_codes(self):
+        """dcnv2_trt's plugin runs stride 1, padding 1, dilation 1 (as tensorRT_Pro's does)."""
+        node = _node("DCNv2_TRT", ["x", "om", "weight", "bias"], deformable_groups=1)
+        parsed = parse_node(node, _info(**dict(STD_SHAPES, om=[1, 27, 8, 8])))
+        assert parsed.convertible and parsed.attrs == DcnAttrs((1, 1), (1, 1), (1, 1), 1, 1)
+
     @pytest.mark.parametrize("padding,pad_attr,prepad", [
         ([1, 2], (1, 2), None), ([1, 1, 2, 2], (1, 2), None), ([0, 1, 2, 2], (0, 0), (0, 2, 1, 2)),
     ])
