@@ -208,8 +208,9 @@ class TestOnesMask:
         model.graph.node.insert(0, helper.make_node("Identity", ["w_in"], ["weight"]))
         out, _ = rewrite_model(model)
         assert "Div" in [n.op_type for n in out.graph.node]
-        mask = self._mask(model, np.zeros((2, 36, 3, 4), np.float32))
-        assert mask.shape == (2, 18, 3, 4)
+        offset = np.random.default_rng(3).standard_normal((2, 36, 3, 4)).astype(np.float32)
+        mask = self._mask(model, offset)
+        assert mask.shape == (2, 18, 3, 4) and np.all(mask == 1)
 
     def test_old_opset_static_uses_a_constant(self):
         model = samples.build("mmcv.MMCVDeformConv2d", opset=8)
