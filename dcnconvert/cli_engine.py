@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from dcnconvert import errors, log
-from dcnconvert.cli_common import add_output, attach_payload, common_options, run_command
+from dcnconvert.cli_common import add_input, add_output, attach_payload, common_options, run_command
 from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import format_summary
 from dcnconvert.schema import DEFAULT_TARGET, TARGETS
@@ -108,6 +108,8 @@ def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _make_verify_options(kw: dict[str, Any], precision: str, shapes: tuple[str, ...] = ()) -> Any:
     from dcnconvert.verify import VerifyOptions
 
+    if kw["inputs_file"] is not None:
+        add_input("inputs_file", str(kw["inputs_file"]))  # the JSON object names every file read
     return VerifyOptions(precision=precision, atol=kw["atol"], rtol=kw["rtol"], inputs=kw["inputs_file"],
                          save_inputs=kw["save_inputs"], save_outputs=kw["save_outputs"], seed=kw["seed"],
                          shapes=tuple(shapes), target=kw["target"], plugin_lib=kw["plugin_lib"],

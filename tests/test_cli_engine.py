@@ -303,6 +303,14 @@ class TestWithFakeTensorrt:
         assert obj["commands"][2].startswith(f"polygraphy run {engine} --model-type engine --trt --plugins")
         text = invoke("verify", engine, "--model", static_model, "--precision", "bf16")
         assert text.exit_code == 0 and "max abs" in text.stdout
+        # given inputs: recorded in the JSON object's inputs
+        saved = tmp_path / "in.json"
+        bf16 = ("--precision", "bf16")
+        assert invoke("verify", engine, "--model", static_model, *bf16, "--save-inputs", saved).exit_code == 0
+        res = invoke("verify", engine, "--model", static_model, *bf16, "--inputs", saved, "--json")
+        assert res.exit_code == 0, res.stderr
+        assert one_json(res.stdout)["inputs"] == {"engine": str(engine), "model": str(static_model),
+                                                  "inputs_file": str(saved)}
 
     def test_verify_reference_that_onnxruntime_cannot_run(self, fake11, tmp_path):
         """Another custom op in the model: one clean error (exit 1), not an internal-error traceback."""
