@@ -133,6 +133,16 @@ def _check_save_paths(model: Path, others: dict[str, Path], kw: dict[str, Any]) 
                                         hint="give every file its own path")
 
 
+def _check_timing_cache(model: Path, engine: Path, cache: Path | None) -> None:
+    """The timing cache is written after the build: its folder must exist before minutes are spent."""
+    if cache is None:
+        return
+    check_output_path(model, cache, "--timing-cache")
+    if os.path.realpath(cache) == os.path.realpath(engine):
+        raise errors.UsageError(f"--timing-cache {cache} is also the engine (-o)",
+                                hint="give the timing cache its own path")
+
+
 def _render_build(result: dict[str, Any]) -> str:
     lines = [format_summary(result)]
     if result.get("precision_path"):
@@ -187,6 +197,7 @@ def register(group: click.Group) -> None:
             options = _make_build_options(kw)
             options.validate()
             check_output_path(model, output)
+            _check_timing_cache(model, output, options.timing_cache)
             env = build_mod.check_environment(options)
             proto, payload = rewrite_in_memory(model, options.target, False)
             payload.update(build_mod.build_engine(proto, output, options, env=env))
@@ -228,6 +239,7 @@ def register(group: click.Group) -> None:
                     hint="use -o model.engine (writes model.onnx too), or 'dcnconvert rewrite' for the "
                     "ONNX alone")
             check_output_path(model, output)
+            _check_timing_cache(model, output, options.timing_cache)
             check_output_path(model, onnx_out)
             _check_save_paths(model, {"the engine (-o)": output, "the rewritten model": onnx_out}, kw)
             proto, payload = rewrite_in_memory(model, options.target, False)

@@ -188,6 +188,16 @@ class TestUsage:
         assert engine.read_bytes() == b"engine bytes" and not (tmp_path / "same.json").exists()
         assert one_json(res.stdout)["errors"][0]["type"] == "UsageError"
 
+    @pytest.mark.parametrize("command", ["build", "convert"])
+    def test_timing_cache_folder_is_checked_before_the_build(self, static_model, tmp_path, command):
+        res = invoke(command, static_model, "-o", tmp_path / "m.engine",
+                     "--timing-cache", tmp_path / "no" / "cache.bin")
+        assert res.exit_code == 1 and "does not exist" in error_lines(res)[0]
+        engine = tmp_path / "m.engine"
+        res = invoke(command, static_model, "-o", engine, "--timing-cache", engine)
+        assert res.exit_code == 2 and "also the engine" in error_lines(res)[0]
+        assert list(tmp_path.iterdir()) == [static_model]
+
     def test_convert_save_path_is_not_the_rewritten_model(self, static_model, tmp_path):
         res = invoke("convert", static_model, "-o", tmp_path / "m.engine", "--verify",
                      "--save-inputs", tmp_path / "m.onnx")
