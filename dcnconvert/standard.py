@@ -65,8 +65,6 @@ def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None
     return plugin_model_to_standard(canonical, target_opset=target_opset)
 
 
-
-
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """``graph`` and every subgraph nested in its nodes' attributes."""
     yield graph
