@@ -28,7 +28,8 @@ LIB_NAME = "libdcnconvert_plugin.so"
 ENV_VAR = "DCNCONVERT_PLUGIN_LIB"
 MAKE_HINT = (
     "build it with `make plugin` in the dcnconvert source tree (needs nvcc and the TensorRT headers: "
-    "TRT_ROOT=/path/to/TensorRT make plugin), or pass --plugin-lib PATH / set DCNCONVERT_PLUGIN_LIB"
+    "make plugin TENSORRT_INCLUDE_DIR=/path/to/TensorRT/include), or pass --plugin-lib PATH / set "
+    "DCNCONVERT_PLUGIN_LIB"
 )
 
 PathLike = Union[str, "os.PathLike[str]"]
