@@ -16,7 +16,8 @@ How it works:
 
 A model whose nodes are already in plugin form for the target is returned unchanged; plugin nodes
 for the other target are retargeted. Op types that only look like a DCN (``"unknown"`` form) are
-skipped with a warning; a recognised form that cannot be converted raises.
+skipped with a warning; a recognised form that cannot be converted raises. A caller's ``keep``
+predicate can leave chosen recognised nodes exactly as they are (neither validated nor converted).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,7 +54,8 @@ class RewriteReport:
         matches: every DCN node found (see :class:`~dcnconvert.match.DcnMatch`).
         rewritten: names (labels) of the nodes replaced or retargeted.
         unchanged: names of nodes already in plugin form for the target.
-        skipped: (name, reason) of nodes left alone (unknown DCN-like op types).
+        skipped: (name, reason) of nodes left alone (unknown DCN-like op types, or nodes the
+            caller's ``keep`` predicate kept).
         warnings: messages for the user.
     """
 
@@ -232,6 +235,7 @@ def rewrite_model(
     *,
     require_match: bool = False,
     inplace: bool = False,
+    keep: Callable[[DcnMatch], bool] | None = None,
 ) -> tuple[onnx.ModelProto, RewriteReport]:
     """Replace every DCN node of ``model`` by a ``ModulatedDeformConv2d`` plugin node.
 
@@ -241,6 +245,9 @@ def rewrite_model(
         require_match: raise :class:`NoMatchError` when there is no DCN node.
         inplace: reuse ``model``'s memory for the result (the input object is then the result);
             with the default ``False`` the input is left untouched and the result is a copy.
+        keep: called with the match of every recognised DCN node; a node for which it returns True
+            is left exactly as it is (neither validated nor converted) and listed in
+            ``report.skipped``. Kept nodes still count as DCN nodes for ``require_match``.
 
     Returns:
         (the rewritten model, a :class:`RewriteReport`).
@@ -262,12 +269,16 @@ def rewrite_model(
         if m.form == "unknown":
             report.skipped.append((m.label, m.reason or "unknown form"))
             report.warnings.append(f"node '{m.label}' ({m.op_type}) left as is: {m.reason}")
-    validate_matches(known, target)
     if not known:
         message = "no deformable convolution found in the model"
         if require_match:
             raise NoMatchError(message, hint="check the model, or drop --require-match")
         report.warnings.append(message + "; nothing to rewrite")
+    if keep is not None:
+        flags = [bool(keep(m)) for m in known]
+        report.skipped += [(m.label, "kept as is (keep)") for m, k in zip(known, flags, strict=True) if k]
+        known = [m for m, k in zip(known, flags, strict=True) if not k]
+    validate_matches(known, target)
     work = []
     for m in known:
         if m.form == "dcnconvert.ModulatedDeformConv2d" and m.node_target == target.name:

@@ -1,10 +1,15 @@
 """Any DCN form -> standard ONNX ``DeformConv`` that ONNX Runtime runs (the ``reference`` command).
 
 Pipeline: :func:`dcnconvert.rewrite.rewrite_model` turns every DCN form (mmcv, mmdeploy, TAO,
-CenterNet, Paddle2ONNX, standard ``DeformConv`` with asymmetric pads, already rewritten plugin nodes of
+CenterNet, Paddle2ONNX, swapped or non-standard ``DeformConv``, already rewritten plugin nodes of
 either target, ...) into canonical plugin nodes; :func:`plugin_model_to_standard` then turns each plugin
 node into ``DeformConv`` (inputs ``X, W, offset, B, mask``; attributes ``strides``, ``pads``
 ``[ph, pw, ph, pw]``, ``dilations``, ``group``, ``offset_group``, ``kernel_shape``).
+
+Nodes that already are valid standard ``DeformConv`` (:func:`is_valid_standard_deformconv`) are left
+exactly as they are, so that the reference runs them through ONNX Runtime's own parser and kernel: a
+parsing bug of ours in the ``onnx.DeformConv`` form then shows up as a mismatch in ``verify`` instead
+of being reproduced by the reference.
 
 ``DeformConv`` exists from default-domain opset 19 on. A model below 19 is raised to 19 with
 ``onnx.version_converter`` *while the DCN nodes are still plugin nodes in their own domain* (the
@@ -24,10 +29,13 @@ from onnx import helper
 
 from dcnconvert import onnx_io, schema
 from dcnconvert.errors import ModelError, UnsupportedNodeError
+from dcnconvert.match import DcnMatch, default_opset
+from dcnconvert.validate import problems
 
 __all__ = [
     "MIN_IR_VERSION",
     "STANDARD_OPSET",
+    "is_valid_standard_deformconv",
     "plugin_model_to_standard",
     "raise_default_opset",
     "to_standard_model",
@@ -41,10 +49,60 @@ MIN_IR_VERSION = 9
 _HOLD_ASIDE_BYTES = 1024
 #: Models larger than this are checked with their weights held aside (protobuf's 2 GB limit).
 _CHECKER_LIMIT_BYTES = 2**31 - 2**20
+#: The attributes of a 2-D standard ``DeformConv``: name -> (type, number of values; None for an INT).
+_DEFORMCONV_ATTRS = {
+    "strides": (onnx.AttributeProto.INTS, 2),
+    "dilations": (onnx.AttributeProto.INTS, 2),
+    "kernel_shape": (onnx.AttributeProto.INTS, 2),
+    "pads": (onnx.AttributeProto.INTS, 4),
+    "group": (onnx.AttributeProto.INT, None),
+    "offset_group": (onnx.AttributeProto.INT, None),
+}
+
+
+def is_valid_standard_deformconv(match: DcnMatch, model: onnx.ModelProto) -> bool:
+    """Whether ``match`` is a standard ONNX ``DeformConv`` that ONNX Runtime runs as it is.
+
+    True for a main-graph node of form ``onnx.DeformConv`` (default domain, inputs ``X, W, offset[,
+    B][, mask]`` in the operator's order, so not ``onnx.DeformConv.swapped``, ``paddle2onnx.DeformConv``
+    or ``nonstandard.DeformConv``) in a model of default-domain opset >= :data:`STANDARD_OPSET`, whose
+    attributes have the operator's types and lengths, whose own ``group`` and ``offset_group``
+    (default 1) are what the parser derived from the shapes (an ``offset_group`` left out while the
+    offset channels say otherwise is not valid) and that has no problem
+    (:func:`dcnconvert.validate.problems`: attribute values, channels and spatial sizes where known).
+    Asymmetric ``pads`` are valid.
+
+    Args:
+        match: a match from :func:`dcnconvert.match.find_dcn_nodes` on ``model`` (or on a skeleton of it).
+        model: the model the match comes from.
+    """
+    if match.form != "onnx.DeformConv" or not match.convertible or match.attrs is None:
+        return False
+    if (default_opset(model) or 0) < STANDARD_OPSET or not 0 <= match.index < len(model.graph.node):
+        return False
+    node = model.graph.node[match.index]
+    if node.op_type != "DeformConv" or node.domain not in ("", "ai.onnx") or node.name != match.node_name:
+        return False
+    roles = ("x", "weight", "offset", "bias", "mask")
+    if any(name and match.inputs.get(role) != name for role, name in zip(roles, node.input, strict=False)):
+        return False  # an input the parser dropped (an empty tensor) or moved
+    for attr in node.attribute:
+        kind, length = _DEFORMCONV_ATTRS.get(attr.name, (None, None))
+        if attr.type != kind or (length is not None and len(attr.ints) != length):
+            return False
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    own = (attrs.get("group", 1), attrs.get("offset_group", 1))
+    if own != (match.attrs.group, match.attrs.deformable_group):
+        return False
+    return not problems(match, schema.DEFAULT_TARGET)
 
 
 def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None) -> onnx.ModelProto:
     """Turn every DCN node of ``model`` (any source form, or plugin nodes) into standard ``DeformConv``.
+
+    Nodes that already are valid standard ``DeformConv`` (:func:`is_valid_standard_deformconv`) are
+    kept byte for byte; every other DCN node goes through the rewrite to plugin nodes and
+    :func:`plugin_model_to_standard`.
 
     Args:
         model: the model; not modified.
@@ -53,7 +111,7 @@ def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None
 
     Returns:
         A new model that ONNX Runtime (>= 1.25, CPUExecutionProvider) runs. A model without DCN nodes
-        comes back unchanged (a copy).
+        to convert (none, or only valid standard ``DeformConv``) comes back unchanged (a copy).
 
     Raises:
         UnsupportedNodeError, ValidationError: from the rewrite (a DCN node that cannot be converted).
@@ -61,7 +119,9 @@ def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None
     """
     from dcnconvert.rewrite import rewrite_model
 
-    canonical, _report = rewrite_model(model, target=schema.DEFAULT_TARGET)
+    canonical, _report = rewrite_model(
+        model, target=schema.DEFAULT_TARGET, keep=lambda m: is_valid_standard_deformconv(m, model)
+    )
     return plugin_model_to_standard(canonical, target_opset=target_opset)
 
 

@@ -392,6 +392,27 @@ class TestTargetsAndNoOps:
         assert any("dcn3" in w for w in report.warnings)
         assert out.graph.node[-1] == model.graph.node[-1]
 
+    def test_keep_leaves_chosen_nodes_alone_unvalidated(self):
+        model = samples.build("mmcv.MMCVDeformConv2d", c=4, cout=4, padding=(1, 1))
+        second = onnx.NodeProto()
+        second.CopyFrom(model.graph.node[0])
+        second.name, second.input[0], second.output[0] = "dcn1", "y", "z"
+        for attr in second.attribute:
+            if attr.name == "deform_groups":
+                attr.i = 3  # 4 input channels are not divisible by 3: invalid for the rewrite
+        model.graph.node.append(second)
+        model.graph.output[0].name = "z"
+        with pytest.raises(ValidationError, match="dcn1"):
+            rewrite_model(model)
+        seen = []
+        out, report = rewrite_model(model, keep=lambda m: seen.append(m.form) or m.node_name == "dcn1")
+        assert seen == ["mmcv.MMCVDeformConv2d"] * 2
+        assert report.rewritten == ["dcn0"] and [name for name, _ in report.skipped] == ["dcn1"]
+        assert [n.op_type for n in out.graph.node][-2] == schema.PLUGIN_NAME
+        assert out.graph.node[-1].SerializeToString() == second.SerializeToString()
+        everything, report = rewrite_model(model, keep=lambda m: True, require_match=True)
+        assert everything == model and report.rewritten == [] and len(report.skipped) == 2
+
     def test_report_to_dict(self):
         _, report = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d"))
         data = report.to_dict()
