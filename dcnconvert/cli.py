@@ -174,8 +174,9 @@ def rewrite(model: Path, output: Path, target: str, require_match: bool, json_mo
 def reference(model: Path, output: Path, json_mode: bool) -> None:
     """Turn every DCN form in MODEL (plugin nodes included) into standard ONNX DeformConv.
 
-    The result runs in ONNX Runtime; it is the ground truth that 'verify' and 'polygraphy run
-    --onnxrt' compare an engine against.
+    Valid standard DeformConv nodes are kept exactly as they are. The result runs in ONNX
+    Runtime; it is the ground truth that 'verify' and 'polygraphy run --onnxrt' compare an engine
+    against.
     """
 
     def work() -> dict[str, Any]:
