@@ -135,10 +135,7 @@ int32_t DcnPlugin::configurePlugin(
 {
     try
     {
-        DCN_VALIDATE(in != nullptr && out != nullptr, "null tensor descriptions");
-        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
-        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
-            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        checkIoCounts(in, nbInputs, out, nbOutputs);
         Dims dims[kMAX_INPUTS];
         for (int32_t i = 0; i < nbInputs; ++i)
         {
@@ -160,10 +157,7 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
 {
     try
     {
-        DCN_VALIDATE(inputs != nullptr && outputs != nullptr, "null tensor descriptions");
-        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
-        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
-            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        checkIoCounts(inputs, nbInputs, outputs, nbOutputs);
         // Sized from the profile's maximum dims: desc.dims holds -1 for dynamic dimensions.
         Dims const& x = inputs[kIN_X].max;
         Dims const& weight = inputs[kIN_WEIGHT].max;

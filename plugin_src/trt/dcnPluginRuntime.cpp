@@ -72,10 +72,7 @@ int32_t DcnPlugin::onShapeChange(
 {
     try
     {
-        DCN_VALIDATE(in != nullptr && out != nullptr, "null tensor descriptions");
-        DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
-        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
-            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        checkIoCounts(in, nbInputs, out, nbOutputs);
         Dims dims[kMAX_INPUTS];
         for (int32_t i = 0; i < nbInputs; ++i)
         {

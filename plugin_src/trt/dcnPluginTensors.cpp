@@ -183,6 +183,14 @@ std::pair<int64_t, int64_t> checkShapes(ShapeView const& s, DcnAttributes const&
     return {ho, wo};
 }
 
+void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nbOutputs)
+{
+    DCN_VALIDATE(in != nullptr && out != nullptr, "null tensor descriptions");
+    DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
+    DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+        "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+}
+
 ShapeView viewOf(Dims const* dims, int32_t nbInputs)
 {
     ShapeView s;

@@ -42,6 +42,9 @@ struct ShapeView
  */
 std::pair<int64_t, int64_t> checkShapes(ShapeView const& s, DcnAttributes const& a, bool complete);
 
+//! Throws DcnError unless both description arrays are given, there is 1 output and 4 or 5 inputs.
+void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nbOutputs);
+
 //! ShapeView of concrete (or -1) dims of `nbInputs` inputs.
 ShapeView viewOf(nvinfer1::Dims const* dims, int32_t nbInputs);
 
