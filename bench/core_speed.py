@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from cuda_timing import median_us
 from test_core_gpu import ensure_core_built
 
 from dcnconvert import _core_ctypes as core
@@ -30,22 +31,6 @@ SHAPES = {  # name: (n, c, h, w, cout)
     "BEVFormer-c4 6x256@58x100": (6, 256, 58, 100, 256),
 }
 CODES = {"float32": core.FLOAT32, "float16": core.FLOAT16, "bfloat16": core.BFLOAT16}
-
-
-def median_us(fn, reps: int = 20) -> float:
-    import cupy
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
-    return float(np.median(times))
 
 
 def main() -> int:

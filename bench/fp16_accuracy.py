@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from cuda_timing import median_us
 from test_core_gpu import ensure_core_built, from_device, round_to, to_device
 
 from dcnconvert import _core_ctypes as core
@@ -39,23 +40,6 @@ DTYPES = {"float32": core.FLOAT32, "float16": core.FLOAT16, "bfloat16": core.BFL
 
 def rel(a: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(a - ref) / np.linalg.norm(ref))
-
-
-def time_it(fn, reps: int = 30) -> float:
-    """Median µs of fn() on the current stream, CUDA events, after warm-up."""
-    import cupy
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3)
-    return float(np.median(times))
 
 
 def main() -> int:
@@ -99,10 +83,11 @@ def main() -> int:
         out = core.forward(p, dev["x"], dev["offset"], dev["mask"], dev["weight"], None, lib=lib)
         cupy.cuda.get_current_stream().synchronize()
         ours = rel(from_device(out, dtype), ref)
-        us = time_it(
+        us = median_us(
             lambda p=p, dev=dev, out=out: core.forward(
                 p, dev["x"], dev["offset"], dev["mask"], dev["weight"], None, out, lib=lib, check=False
-            )
+            ),
+            reps=30,
         )
         rows.append(
             {
