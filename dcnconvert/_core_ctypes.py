@@ -22,10 +22,14 @@ from dcnconvert.errors import DcnConvertError, PluginLoadError, UnsupportedNodeE
 
 __all__ = [
     "ALGO_AUTO",
+    "ALGO_FUSED",
+    "ALGO_FUSED_TILE",
     "ALGO_SIMPLE",
     "BFLOAT16",
     "FLOAT16",
     "FLOAT32",
+    "MATH_ACCURATE",
+    "MATH_TF32",
     "DcnParams",
     "bf16_bits_to_float",
     "float_to_bf16_bits",
@@ -50,6 +54,11 @@ UNSUPPORTED = 3
 # DcnAlgo
 ALGO_AUTO = 0
 ALGO_SIMPLE = 1
+ALGO_FUSED = 2
+ALGO_FUSED_TILE = 100  # + tile configuration index (benchmarks only)
+# DcnMath
+MATH_ACCURATE = 0
+MATH_TF32 = 1
 
 STATUS_NAMES = {
     SUCCESS: "kDCN_SUCCESS",
@@ -88,7 +97,7 @@ class DcnParams(ctypes.Structure):
         ("withBias", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
         ("algo", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
+        ("math", ctypes.c_int32),
     ]
 
     def as_dict(self) -> dict:
@@ -188,6 +197,7 @@ def make_params(
     with_bias: bool = False,
     dtype: int = FLOAT32,
     algo: int = ALGO_AUTO,
+    math: int = MATH_ACCURATE,
 ) -> DcnParams:
     """Build a :class:`DcnParams` from NCHW / OIHW shapes and (h, w) attribute pairs.
 
@@ -208,7 +218,7 @@ def make_params(
     p.withBias = 1 if with_bias else 0
     p.dtype = int(dtype)
     p.algo = int(algo)
-    p.reserved = 0
+    p.math = int(math)
     return p
 
 

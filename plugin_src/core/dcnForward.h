@@ -25,6 +25,9 @@ DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgLen);
 /* Workspace bytes forward needs for p (and for any problem no larger in any dimension). */
 size_t dcnWorkspaceSize(DcnParams const* p);
 
+/* Number of tile configurations of the fused kernel (kDCN_ALGO_FUSED_TILE + i, i < this). */
+int32_t dcnFusedTileCount(void);
+
 /* Runs the forward on `stream`. Device pointers; bias may be NULL when withBias == 0.
  * No host synchronisation, no allocation. Returns kDCN_SUCCESS or an error with msg filled. */
 DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,

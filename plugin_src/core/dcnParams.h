@@ -42,8 +42,20 @@ typedef enum DcnStatus
 typedef enum DcnAlgo
 {
     kDCN_ALGO_AUTO = 0,
-    kDCN_ALGO_SIMPLE = 1 /* the reference SIMT kernel; kept as the test reference path */
+    kDCN_ALGO_SIMPLE = 1, /* the reference SIMT kernel; kept as the test reference path */
+    kDCN_ALGO_FUSED = 2,  /* the fused tensor-core kernel; kDCN_UNSUPPORTED where it does not apply */
+    /* kDCN_ALGO_FUSED_TILE + i: the fused kernel with tile configuration i (benchmarks and tuning
+     * only; dcnFusedTileCount() configurations, kDCN_UNSUPPORTED where one does not apply). */
+    kDCN_ALGO_FUSED_TILE = 100
 } DcnAlgo;
+
+/* Arithmetic of the matrix product for FLOAT32 inputs (FLOAT16/BFLOAT16 ignore it: their products
+ * are exact in FP32 and accumulate in FP32 either way). */
+typedef enum DcnMath
+{
+    kDCN_MATH_ACCURATE = 0, /* FP32-class results: 3xTF32 on tensor cores or FP32 on CUDA cores */
+    kDCN_MATH_TF32 = 1      /* opt-in: operands rounded to TF32 (10-bit mantissa), FP32 accumulation */
+} DcnMath;
 
 typedef struct DcnParams
 {
@@ -67,7 +79,7 @@ typedef struct DcnParams
     int32_t withBias; /* 0 or 1 */
     int32_t dtype;    /* DcnDataType */
     int32_t algo;     /* DcnAlgo */
-    int32_t reserved; /* keep 8-byte alignment; must be 0 */
+    int32_t math;     /* DcnMath (was a reserved 0 field: 0 keeps the old meaning) */
 } DcnParams;
 
 #ifdef __cplusplus

@@ -156,14 +156,17 @@ DCN_CORE_EXPORT DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgL
             p->dtype);
         return kDCN_INVALID_ARGUMENT;
     }
-    if (p->algo != kDCN_ALGO_AUTO && p->algo != kDCN_ALGO_SIMPLE)
+    bool const tileAlgo = p->algo >= kDCN_ALGO_FUSED_TILE && p->algo < kDCN_ALGO_FUSED_TILE + dcnFusedTileCount();
+    if (p->algo != kDCN_ALGO_AUTO && p->algo != kDCN_ALGO_SIMPLE && p->algo != kDCN_ALGO_FUSED && !tileAlgo)
     {
-        setMsg(msg, msgLen, "DcnParams.algo = %d is invalid (expected 0 AUTO or 1 SIMPLE)", p->algo);
+        setMsg(msg, msgLen,
+            "DcnParams.algo = %d is invalid (expected 0 AUTO, 1 SIMPLE, 2 FUSED or %d..%d for a fused tile)", p->algo,
+            kDCN_ALGO_FUSED_TILE, kDCN_ALGO_FUSED_TILE + dcnFusedTileCount() - 1);
         return kDCN_INVALID_ARGUMENT;
     }
-    if (p->reserved != 0)
+    if (p->math != kDCN_MATH_ACCURATE && p->math != kDCN_MATH_TF32)
     {
-        setMsg(msg, msgLen, "DcnParams.reserved = %d must be 0", p->reserved);
+        setMsg(msg, msgLen, "DcnParams.math = %d is invalid (expected 0 ACCURATE or 1 TF32)", p->math);
         return kDCN_INVALID_ARGUMENT;
     }
     int64_t const hoExpected = dcnOutputSize(p->h, p->kh, p->strideH, p->padH, p->dilationH);

@@ -60,7 +60,7 @@ DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const
     p.withBias = nbInputs == kMAX_INPUTS ? 1 : 0;
     p.dtype = dtype;
     p.algo = kDCN_ALGO_AUTO;
-    p.reserved = 0;
+    p.math = kDCN_MATH_ACCURATE;
     char message[512] = {0};
     DcnStatus const status = dcnValidate(&p, message, sizeof(message));
     DCN_VALIDATE(status == kDCN_SUCCESS, "the core rejected the problem (status " << status << "): " << message);
