@@ -106,6 +106,11 @@ DcnStatus launchSimple(DcnParams const& p, void const* x, void const* offset, vo
 
 extern "C" {
 
+DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
+{
+    return 0; // no fused kernel yet
+}
+
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
 {
     (void) p;
