@@ -21,7 +21,7 @@ import cupy
 
 cupy.cuda.set_allocator(None)  # exact-size allocations: no pool hiding out-of-bounds accesses
 
-from test_core_gpu import CASES, DTYPES, check_close, ensure_core_built, inputs_and_ref, run_core
+from test_core_gpu import CASES, DTYPES, check_close, ensure_core_built, expect_fused, inputs_refs, run_core
 
 from dcnconvert import _core_ctypes as core
 
@@ -53,12 +53,14 @@ def main() -> int:
     runs = 0
     for case in cases:
         for dtype in DTYPES:
-            inputs, ref = inputs_and_ref(case, dtype)
-            out = run_core(lib, case, dtype, inputs)
-            check_close(out, ref, dtype)
-            runs += 1
+            inputs, ref, absref = inputs_refs(case, dtype)
+            for algo in (core.ALGO_AUTO, core.ALGO_SIMPLE):
+                out = run_core(lib, case, dtype, inputs, algo)
+                fused16 = dtype != "float32" and expect_fused(case, dtype, algo)
+                check_close(out, ref, dtype, absref if fused16 else None)
+                runs += 1
     print(
-        f"core_sanitize: {runs} runs ({len(cases)} cases x {len(DTYPES)} dtypes) OK "
+        f"core_sanitize: {runs} runs ({len(cases)} cases x {len(DTYPES)} dtypes x auto/simple) OK "
         f"in {time.time() - start:.1f} s"
     )
     return 0

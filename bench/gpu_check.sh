@@ -38,12 +38,12 @@ if command -v make >/dev/null; then
 else
     step "nvcc core (no make)" bash -c "mkdir -p build && nvcc -O3 -std=c++17 --threads 0 -Xcompiler -fPIC \
         -Xcompiler -fvisibility=hidden -gencode=arch=compute_90,code=sm_90 -Iplugin_src/core -shared \
-        -o build/libdcnconvert_core.so plugin_src/core/dcnValidate.cu plugin_src/core/dcnForward.cu 2>&1 | tee -a '$OUT/env.txt'; exit \${PIPESTATUS[0]}"
+        -o build/libdcnconvert_core.so plugin_src/core/dcnValidate.cu plugin_src/core/dcnForward.cu plugin_src/core/dcnFused.cu 2>&1 | tee -a '$OUT/env.txt'; exit \${PIPESTATUS[0]}"
 fi
 
 rm -f "$OUT/core_cases.jsonl"
 step "pytest core (all, slow too)" bash -c "DCN_CORE_SUMMARY='$OUT/core_cases.jsonl' $PY -m pytest -p no:cacheprovider -q -rs -m \"\" \
-    tests/test_core_gpu.py tests/test_core_gpu_cross.py tests/test_core_build.py 2>&1 | tee '$OUT/pytest.log'; exit \${PIPESTATUS[0]}"
+    tests/test_core_gpu.py tests/test_core_gpu_fused.py tests/test_core_gpu_cross.py tests/test_core_build.py 2>&1 | tee '$OUT/pytest.log'; exit \${PIPESTATUS[0]}"
 
 if [[ -n "$SANITIZER" ]]; then
     step "sanitizer memcheck" bash -c "'$SANITIZER' --tool memcheck --leak-check no --error-exitcode 9 \

@@ -34,6 +34,7 @@ __all__ = [
     "bf16_bits_to_float",
     "float_to_bf16_bits",
     "forward",
+    "fused_tile_count",
     "library_path",
     "load",
     "make_params",
@@ -150,6 +151,8 @@ def _load(path: str) -> ctypes.CDLL:
         ctypes.c_size_t,
     ]
     lib.dcnForward.restype = ctypes.c_int
+    lib.dcnFusedTileCount.argtypes = []
+    lib.dcnFusedTileCount.restype = ctypes.c_int32
     return lib
 
 
@@ -220,6 +223,12 @@ def make_params(
     p.algo = int(algo)
     p.math = int(math)
     return p
+
+
+def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:
+    """``dcnFusedTileCount``: tile configurations of the fused kernel (``ALGO_FUSED_TILE + i``)."""
+    lib = lib or load()
+    return int(lib.dcnFusedTileCount())
 
 
 def validate(params: DcnParams, lib: ctypes.CDLL | None = None) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from dcnconvert import _core_ctypes as core
 
 REPO = Path(__file__).resolve().parents[1]
 CORE_DIR = REPO / "plugin_src" / "core"
-EXPORTED = {"dcnOutputSize", "dcnValidate", "dcnWorkspaceSize", "dcnForward"}
+EXPORTED = {"dcnOutputSize", "dcnValidate", "dcnWorkspaceSize", "dcnForward", "dcnFusedTileCount"}
 
 
 def _nvcc() -> str | None:

@@ -3,22 +3,28 @@
 CuPy holds the device buffers and calls ``dcnForward`` through :mod:`dcnconvert._core_ctypes`.
 Each case draws fresh seeded random inputs (never zeros), rounds them to the dtype under test and
 compares the output with ``dcnconvert.reference.modulated_deform_conv2d`` evaluated in float64 on
-the SAME rounded inputs. What remains is the core's own arithmetic (FP32 sampling, weights and
-accumulation) and the single rounding of the output to the dtype, hence the bounds:
+the SAME rounded inputs. What remains is the core's own arithmetic, hence the bounds:
 
-* FP32: ``||out - ref|| / ||ref|| <= 1e-5`` and ``max|out - ref| <= 2e-5 * max|ref|``
+* FP32 (simple kernel, and the fused kernel's default 3xTF32 mode):
+  ``||out - ref|| / ||ref|| <= 1e-5`` and ``max|out - ref| <= 2e-5 * max|ref|``
   (FP32 accumulation over K <= 800 terms is ~1e-7 relative).
-* FP16 / BF16: elementwise ``|out - ref| <= u * |ref| + 1e-5 * max|ref| + 2^-24`` with the unit
-  roundoff u = 2^-11 (FP16) or 2^-8 (BF16): rounding v to the dtype moves it by at most u*|v|, the
-  FP32 part is covered by the 1e-5 * max|ref| term, and 2^-24 covers FP16 subnormals. This implies
-  a relative L2 error <= u + 1e-5 (4.98e-4 for FP16, 3.92e-3 for BF16), which is asserted too.
+* FP16 / BF16, simple kernel (FP32 sampling and accumulation, one rounding of the output):
+  elementwise ``|out - ref| <= u * |ref| + 1e-5 * max|ref| + 2^-24`` with the unit roundoff
+  u = 2^-11 (FP16) or 2^-8 (BF16); this implies a relative L2 error <= u + 1e-5.
+* The fused tensor-core kernel rounds each sampled value once more, to the MMA operand type
+  (FP16/BF16; TF32 with u = 2^-11 in the opt-in TF32 mode), before the FP32-accumulating product.
+  Each product then moves by at most u * |w| * |s|, so the elementwise bound gains
+  ``u * absref`` where absref = the reference on |x|, |weight| (mask >= 0), no bias, i.e. the sum of
+  |w| * |s|; the relative L2 bound becomes u + u * ||absref|| / ||ref|| + 1e-5 (triangle inequality).
+  Callers pass ``absref`` to :func:`check_close` for outputs of the fused kernel.
 
 Every run starts from a NaN-poisoned output followed by a guard region; afterwards no NaN may
 remain and the guard must be untouched. Set ``DCN_CORE_SUMMARY=<file>`` to append one JSON line per
 checked run (used by bench/gpu_check.sh for the summary table).
 
 The helpers here are shared: tests/test_core_gpu_cross.py (torchvision, tensors over 2^31
-elements), tests/test_plugin_harness.py (``check_close``) and bench/ import them.
+elements), tests/test_core_gpu_fused.py, tests/test_plugin_harness.py (``check_close``) and bench/
+import them.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ GUARD = 4099  # elements after the output that must stay untouched
 
 U_FP16 = 2.0**-11
 U_BF16 = 2.0**-8
+U_TF32 = 2.0**-11
 FP32_REL_L2 = 1e-5
 FP32_MAX_REL = 2e-5
 FP32_PART = 1e-5  # allowance for the FP32 arithmetic in FP16/BF16 runs, relative to max|ref|
@@ -208,6 +215,14 @@ def reference(case: Case, inputs: dict[str, np.ndarray | None]) -> np.ndarray:
     )
 
 
+def abs_reference(case: Case, inputs: dict[str, np.ndarray | None]) -> np.ndarray:
+    """Sum of |weight| * |sample| per output element (the reference on |x|, |mask|, |weight|, no bias)."""
+    absed = {k: (None if v is None or k == "offset" else np.abs(v)) for k, v in inputs.items()}
+    absed["offset"] = inputs["offset"]
+    absed["bias"] = None
+    return reference(case, absed)
+
+
 # ----------------------------------------------------------------------------------------------
 # fixtures and helpers
 
@@ -250,7 +265,7 @@ def record_summary(entry: dict) -> None:
             fh.write(json.dumps(entry) + "\n")
 
 
-def params_for(case: Case, dtype: str, algo: int = core.ALGO_AUTO) -> core.DcnParams:
+def params_for(case: Case, dtype: str, algo: int = core.ALGO_AUTO, math: int = core.MATH_ACCURATE) -> core.DcnParams:
     return core.make_params(
         (case.n, case.c, case.h, case.w),
         (case.cout, case.c // case.group, *case.kernel),
@@ -262,6 +277,7 @@ def params_for(case: Case, dtype: str, algo: int = core.ALGO_AUTO) -> core.DcnPa
         with_bias=case.bias,
         dtype=DTYPES[dtype],
         algo=algo,
+        math=math,
     )
 
 
@@ -284,11 +300,18 @@ def guard_intact(buf, count: int, dtype: str) -> bool:
     return bool(np.isnan(tail).all())
 
 
-def run_core(lib, case: Case, dtype: str, inputs, algo: int = core.ALGO_AUTO, stream=None) -> np.ndarray:
+def fused_applies(case: Case) -> bool:
+    """Whether the fused kernel takes this case (it needs an input plane of at least 2 x 2)."""
+    return case.h >= 2 and case.w >= 2
+
+
+def run_core(
+    lib, case: Case, dtype: str, inputs, algo: int = core.ALGO_AUTO, stream=None, math: int = core.MATH_ACCURATE
+) -> np.ndarray:
     """Runs the core on ``inputs`` and returns the output as float64 (checks poison and guard)."""
     import cupy
 
-    p = params_for(case, dtype, algo)
+    p = params_for(case, dtype, algo, math)
     status, msg = core.validate(p, lib)
     assert status == core.SUCCESS, msg
     stream = stream or cupy.cuda.Stream(non_blocking=True)
@@ -304,37 +327,62 @@ def run_core(lib, case: Case, dtype: str, inputs, algo: int = core.ALGO_AUTO, st
     return result
 
 
-def check_close(out: np.ndarray, ref: np.ndarray, dtype: str) -> dict:
-    """Asserts the per-dtype bound (module docstring); returns the error numbers."""
+def check_close(out: np.ndarray, ref: np.ndarray, dtype: str, absref: np.ndarray | None = None, u_operand: float | None = None) -> dict:
+    """Asserts the per-dtype bound (module docstring); returns the error numbers.
+
+    ``absref`` (with ``u_operand``, default the dtype's unit roundoff) adds the allowance for one
+    rounding of every sampled value to the MMA operand type (the fused kernel).
+    """
     err = out - ref
     ref_norm = float(np.linalg.norm(ref))
     ref_max = float(np.abs(ref).max())
     assert ref_norm > 0, "degenerate reference (all zeros): the case tests nothing"
     rel_l2 = float(np.linalg.norm(err)) / ref_norm
     max_rel = float(np.abs(err).max()) / ref_max
-    if dtype == "float32":
+    if dtype == "float32" and absref is None:
         assert rel_l2 <= FP32_REL_L2, f"relative L2 error {rel_l2:.3e} > {FP32_REL_L2}"
         assert max_rel <= FP32_MAX_REL, f"max error {max_rel:.3e} * max|ref| > {FP32_MAX_REL}"
         bound = FP32_REL_L2
     else:
-        u = U_FP16 if dtype == "float16" else U_BF16
+        u = {"float32": 0.0, "float16": U_FP16, "bfloat16": U_BF16}[dtype]
         allowed = u * np.abs(ref) + FP32_PART * ref_max + 2.0**-24
-        worst = float((np.abs(err) / allowed).max())
-        assert worst <= 1.0, f"elementwise error exceeds u*|ref| + {FP32_PART}*max|ref| by x{worst:.3f}"
         bound = u + FP32_PART
+        if absref is not None:
+            uo = u if u_operand is None else u_operand
+            allowed = allowed + uo * absref
+            bound += uo * float(np.linalg.norm(absref)) / ref_norm
+        worst = float((np.abs(err) / allowed).max())
+        assert worst <= 1.0, f"elementwise error exceeds the allowed bound by x{worst:.3f}"
         assert rel_l2 <= bound, f"relative L2 error {rel_l2:.3e} > {bound:.3e}"
     return {"rel_l2": rel_l2, "max_abs_over_max_ref": max_rel, "bound": bound}
 
 
-_REF_CACHE: dict[tuple[str, str], tuple[dict, np.ndarray]] = {}
+_REF_CACHE: dict[tuple[str, str], tuple[dict, np.ndarray, np.ndarray]] = {}
 
 
-def inputs_and_ref(case: Case, dtype: str) -> tuple[dict, np.ndarray]:
+def inputs_refs(case: Case, dtype: str) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(inputs, reference, abs_reference) of ``case`` in ``dtype``, computed once per session."""
     key = (case.name, dtype)
     if key not in _REF_CACHE:
         inputs = make_inputs(case, dtype)
-        _REF_CACHE[key] = (inputs, reference(case, inputs))
+        _REF_CACHE[key] = (inputs, reference(case, inputs), abs_reference(case, inputs))
     return _REF_CACHE[key]
+
+
+def inputs_and_ref(case: Case, dtype: str) -> tuple[dict, np.ndarray]:
+    inputs, ref, _ = inputs_refs(case, dtype)
+    return inputs, ref
+
+
+def expect_fused(case: Case, dtype: str, algo: int) -> bool:
+    """Whether the output of ``algo`` on ``case`` comes from the fused kernel (on sm_80+)."""
+    return algo != core.ALGO_SIMPLE and fused_applies(case) and device_has_fused()
+
+
+def device_has_fused() -> bool:
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability) >= 80
 
 
 # ----------------------------------------------------------------------------------------------
@@ -342,14 +390,34 @@ def inputs_and_ref(case: Case, dtype: str) -> tuple[dict, np.ndarray]:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("algo", [core.ALGO_AUTO, core.ALGO_SIMPLE], ids=["auto", "simple"])
+@pytest.mark.parametrize(
+    "algo", [core.ALGO_AUTO, core.ALGO_SIMPLE, core.ALGO_FUSED], ids=["auto", "simple", "fused"]
+)
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_core_matches_reference(lib, case: Case, dtype: str, algo: int) -> None:
-    inputs, ref = inputs_and_ref(case, dtype)
+    if algo == core.ALGO_FUSED and not fused_applies(case):
+        pytest.skip("the fused kernel needs an input plane of at least 2 x 2 (AUTO runs the simple kernel)")
+    if algo == core.ALGO_FUSED and not device_has_fused():
+        pytest.skip("the fused kernel needs compute capability 8.0+ (AUTO runs the simple kernel)")
+    inputs, ref, absref = inputs_refs(case, dtype)
     out = run_core(lib, case, dtype, inputs, algo)
-    numbers = check_close(out, ref, dtype)
+    fused16 = expect_fused(case, dtype, algo) and dtype != "float32"
+    numbers = check_close(out, ref, dtype, absref if fused16 else None)
     record_summary({"test": "grid", "case": case.name, "dtype": dtype, "algo": algo, **numbers})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_fused_tf32_mode(lib, case: Case) -> None:
+    """The opt-in TF32 mode: both operands rounded to TF32 (u = 2^-11), FP32 accumulation."""
+    if not (fused_applies(case) and device_has_fused()):
+        pytest.skip("the fused kernel does not take this case on this device")
+    inputs, ref, absref = inputs_refs(case, "float32")
+    out = run_core(lib, case, "float32", inputs, core.ALGO_FUSED, math=core.MATH_TF32)
+    # weight and sample each rounded once: |w*s - tf32(w)*tf32(s)| <= (2u + u^2) |w| |s|
+    numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
+    record_summary({"test": "tf32", "case": case.name, "dtype": "float32", **numbers})
 
 
 @pytest.mark.gpu

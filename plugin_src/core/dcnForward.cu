@@ -1,11 +1,13 @@
 /*
  * dcnconvert core: workspace and forward dispatch (TensorRT-free). Validation is in dcnValidate.cu.
  *
- * The dispatch in dcnForward() is the seam for further kernels: kDCN_ALGO_AUTO picks the best
- * implementation that supports the problem on the current device; kDCN_ALGO_SIMPLE always runs
- * the reference SIMT kernel (dcnSimpleKernel.cuh).
+ * kDCN_ALGO_AUTO runs the fused tensor-core kernel (dcnFused.cu) when it supports the problem and
+ * the device, else the simple SIMT kernel; kDCN_ALGO_SIMPLE always runs the simple kernel
+ * (dcnSimpleKernel.cuh, the reference path of the tests); kDCN_ALGO_FUSED and
+ * kDCN_ALGO_FUSED_TILE + i run only the fused kernel and report kDCN_UNSUPPORTED otherwise.
  */
 #include "dcnForward.h"
+#include "dcnFused.h"
 #include "dcnInternal.h"
 #include "dcnSimpleKernel.cuh"
 
@@ -18,24 +20,6 @@ using dcn::detail::setMsg;
 
 namespace
 {
-
-/* Concrete implementation chosen for p. */
-enum class Impl
-{
-    kSimple
-};
-
-Impl selectImpl(DcnParams const& p)
-{
-    switch (p.algo)
-    {
-    case kDCN_ALGO_SIMPLE: return Impl::kSimple;
-    case kDCN_ALGO_AUTO:
-    default:
-        // Seam: a faster kernel (issue 4) is chosen here when it supports p and the device.
-        return Impl::kSimple;
-    }
-}
 
 dcn::simple::KernelArgs makeArgs(DcnParams const& p)
 {
@@ -108,7 +92,7 @@ extern "C" {
 
 DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
 {
-    return 0; // no fused kernel yet
+    return dcn::fused::tileCount();
 }
 
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
@@ -155,20 +139,24 @@ DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void con
         setMsg(msg, msgLen, "dcnForward: DcnParams.withBias = 1 but the bias pointer is NULL");
         return kDCN_INVALID_ARGUMENT;
     }
-    switch (selectImpl(*p))
+    if (p->algo != kDCN_ALGO_SIMPLE)
     {
-    case Impl::kSimple:
-        switch (p->dtype)
+        int32_t const tile = p->algo >= kDCN_ALGO_FUSED_TILE ? p->algo - kDCN_ALGO_FUSED_TILE : -1;
+        DcnStatus const f
+            = dcn::fused::forward(*p, tile, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+        if (f != kDCN_UNSUPPORTED || p->algo != kDCN_ALGO_AUTO)
         {
-        case kDCN_FLOAT32:
-            return launchSimple<float>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
-        case kDCN_FLOAT16:
-            return launchSimple<__half>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
-        case kDCN_BFLOAT16:
-            return launchSimple<__nv_bfloat16>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
-        default: break;
+            return f;
         }
-        break;
+        setMsg(msg, msgLen, ""); // AUTO: fall back to the simple kernel
+    }
+    switch (p->dtype)
+    {
+    case kDCN_FLOAT32: return launchSimple<float>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    case kDCN_FLOAT16: return launchSimple<__half>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    case kDCN_BFLOAT16:
+        return launchSimple<__nv_bfloat16>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    default: break;
     }
     setMsg(msg, msgLen, "dcnForward: no implementation for dtype %d", p->dtype);
     return kDCN_UNSUPPORTED;

@@ -1,0 +1,132 @@
+/*
+ * dcnconvert core: tensor-core primitives of the fused kernel (sm_80+): fast division, warp-level
+ * MMA wrappers (FP16, BF16, TF32 with FP32 accumulation), ldmatrix, named barriers.
+ * Internal to plugin_src/core; no TensorRT include.
+ */
+#ifndef DCN_FUSED_MMA_CUH
+#define DCN_FUSED_MMA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+namespace dcn
+{
+namespace fused
+{
+
+/* n / d for 32-bit unsigned n with one 64-bit multiply-high (exact for every n < 2^32 and
+ * 1 <= d < 2^32: the multiplier is ceil(2^64 / d); d == 1 is special-cased, its multiplier
+ * would be 2^64). */
+struct FastDiv
+{
+    uint64_t mul;
+    uint32_t d;
+
+    __host__ void init(uint32_t divisor)
+    {
+        d = divisor;
+        mul = divisor > 1 ? (~uint64_t{0}) / divisor + 1 : 0;
+    }
+    __device__ __forceinline__ uint32_t div(uint32_t n) const
+    {
+        return d == 1 ? n : static_cast<uint32_t>(__umul64hi(mul, static_cast<uint64_t>(n)));
+    }
+};
+
+/* Named barriers (id 0 is __syncthreads). `count` threads, a multiple of 32, take part. */
+__device__ __forceinline__ void barSync(int id, int count)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void barArrive(int id, int count)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ uint32_t smemAddr(void const* p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], void const* p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smemAddr(p)));
+}
+
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], void const* p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smemAddr(p)));
+}
+
+/* D += A * B for one m16n8k16 tile: A row-major (4 regs), B column-major (2 regs), FP32 C. */
+template <typename T>
+__device__ __forceinline__ void mmaK16(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mmaK16<__half>(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void mmaK16<__nv_bfloat16>(
+    float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* D += A * B for one m16n8k8 TF32 tile (operands already TF32 bit patterns). */
+__device__ __forceinline__ void mmaTf32(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* FP32 -> TF32 with round-to-nearest (ties away), as a 32-bit pattern. */
+__device__ __forceinline__ uint32_t toTf32(float v)
+{
+    uint32_t r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+#else
+    r = __float_as_uint(v);
+#endif
+    return r;
+}
+
+/* v = big + small with both parts TF32 (3xTF32: big*big + big*small + small*big keeps ~FP32
+ * accuracy; the dropped small*small term is below 2^-22 of the product). */
+__device__ __forceinline__ void splitTf32(float v, uint32_t& big, uint32_t& small)
+{
+    big = toTf32(v);
+    small = toTf32(v - __uint_as_float(big));
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_MMA_CUH

@@ -1,0 +1,119 @@
+"""The fused tensor-core kernel on shapes that exercise its tiling (marker gpu; sm_80+).
+
+Every tile configuration (``ALGO_FUSED_TILE + i``) runs on cases with partial channel, pixel and K
+tiles, tiles that span two images, several groups, deformable groups that span fewer K rows than one
+chunk (several sampling-plan slots), unaligned weight rows (scalar weight loads), 1x1 and 5x5
+kernels and a 2 x 2 input. Outputs are checked against the float64 reference with the fused
+kernel's bound (tests/test_core_gpu.py docstring), and every tile must give bit-identical results:
+the order of accumulation along K does not depend on the tile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_core_gpu import (
+    DTYPES,
+    U_TF32,
+    Case,
+    check_close,
+    device_has_fused,
+    ensure_core_built,
+    inputs_refs,
+    record_summary,
+    run_core,
+)
+
+from dcnconvert import _core_ctypes as core
+
+FUSED_CASES: list[Case] = [
+    Case("f_basic", 2, 48, 19, 23, 80, (3, 3), padding=(1, 1), off_scale=2.0),
+    Case("f_g2_dg4_nonsq", 3, 64, 17, 15, 96, (3, 3), (2, 1), (1, 2), (1, 2), group=2, dg=4, off_scale=3.0),
+    Case("f_dg12_slots5", 2, 12, 20, 21, 40, (3, 3), padding=(1, 1), dg=12, bias=False, off_scale=1.5),
+    Case("f_k1_dg8_cout300", 2, 16, 25, 30, 300, (1, 1), dg=8, off_scale=2.0),
+    Case("f_k5_dg2", 1, 20, 31, 29, 33, (5, 5), padding=(2, 2), dilation=(2, 1), dg=2, off_scale=4.0),
+    Case("f_hw2", 4, 8, 2, 2, 16, (3, 3), padding=(1, 1), off_scale=0.7),
+    Case("f_c5_scalar_w", 2, 5, 33, 40, 24, (3, 3), padding=(1, 1), off_scale=2.0),
+    Case("f_far", 1, 32, 24, 24, 64, (3, 3), padding=(1, 1), off_scale=12.0),
+]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return core.load(ensure_core_built())
+
+
+@pytest.fixture(scope="module")
+def need_fused():
+    if not device_has_fused():
+        pytest.skip("the fused kernel needs compute capability 8.0+")
+
+
+def tile_count(lib) -> int:
+    count = core.fused_tile_count(lib)
+    assert count >= 1
+    return count
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [*DTYPES, "tf32"])
+@pytest.mark.parametrize("case", FUSED_CASES, ids=[c.name for c in FUSED_CASES])
+def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case, dtype: str) -> None:
+    data_type = "float32" if dtype == "tf32" else dtype
+    math = core.MATH_TF32 if dtype == "tf32" else core.MATH_ACCURATE
+    inputs, ref, absref = inputs_refs(case, data_type)
+    first = None
+    for tile in range(tile_count(lib)):
+        out = run_core(lib, case, data_type, inputs, core.ALGO_FUSED_TILE + tile, math=math)
+        if dtype == "tf32":
+            numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
+        elif dtype == "float32":
+            numbers = check_close(out, ref, "float32")
+        else:
+            numbers = check_close(out, ref, dtype, absref)
+        record_summary({"test": "fused_tile", "case": case.name, "dtype": dtype, "tile": tile, **numbers})
+        if first is None:
+            first = out
+        else:
+            assert np.array_equal(out, first), f"tile {tile} differs from tile 0 (K order must not depend on the tile)"
+
+
+@pytest.mark.gpu
+def test_auto_picks_fused_and_matches_forced_fused(lib, need_fused) -> None:
+    case = FUSED_CASES[0]
+    for dtype in DTYPES:
+        inputs, _, _ = inputs_refs(case, dtype)
+        auto = run_core(lib, case, dtype, inputs, core.ALGO_AUTO)
+        fused = run_core(lib, case, dtype, inputs, core.ALGO_FUSED)
+        simple = run_core(lib, case, dtype, inputs, core.ALGO_SIMPLE)
+        assert np.array_equal(auto, fused), f"{dtype}: AUTO did not run the fused kernel"
+        if dtype != "float32":
+            assert not np.array_equal(auto, simple), f"{dtype}: fused and simple agree bit for bit (same kernel?)"
+
+
+@pytest.mark.gpu
+def test_fused_reports_unsupported_for_a_1x1_plane(lib, need_fused) -> None:
+    from dcnconvert.errors import UnsupportedNodeError
+
+    case = Case("one_pixel", 1, 4, 1, 1, 4, (1, 1))
+    inputs, _, _ = inputs_refs(case, "float32")
+    with pytest.raises(UnsupportedNodeError, match="at least 2 x 2"):
+        run_core(lib, case, "float32", inputs, core.ALGO_FUSED)
+
+
+@pytest.mark.gpu
+def test_unknown_tile_is_rejected(lib) -> None:
+    from dcnconvert.errors import ValidationError
+
+    case = FUSED_CASES[0]
+    p = core.make_params(
+        (case.n, case.c, case.h, case.w), (case.cout, case.c, 3, 3), padding=(1, 1),
+        algo=core.ALGO_FUSED_TILE + tile_count(lib),
+    )
+    status, msg = core.validate(p, lib)
+    assert status == core.INVALID_ARGUMENT and "algo" in msg
+    with pytest.raises(ValidationError):
+        import cupy
+
+        z = cupy.ones((1,), cupy.float32)
+        core.forward(p, z, z, z, z, None, z, lib=lib, check=False)
