@@ -44,13 +44,29 @@ def _constant(name: str) -> str:
     return match.group(1)
 
 
-def _source_fields() -> list[tuple[str, str, int]]:
-    table = re.search(r"kDCN_FIELDS\[kDCN_NB_FIELDS\] = \{(.*?)\};", HEADER, re.DOTALL)
+def _source_field_rows() -> list[tuple[str, str, int, bool, str, str]]:
+    """kDCN_FIELDS rows: name, type, length, required, minimum, maximum (as written)."""
+    table = re.search(r"kDCN_FIELDS\[kDCN_NB_FIELDS\] = \{(.*?)\n\};", HEADER, re.DOTALL)
     assert table, "kDCN_FIELDS table not found in dcnPlugin.h"
-    rows = re.findall(r'\{"(\w+)", nvinfer1::PluginFieldType::k(\w+), (\d+)\}', table.group(1))
+    body = re.sub(r"//[^\n]*", "", table.group(1))
+    rows = re.findall(
+        r'\{"(\w+)", nvinfer1::PluginFieldType::k(\w+), (\d+), (true|false), (\w+), (\w+)\}', body
+    )
+    assert len(rows) == body.count("{"), f"unparsed rows in kDCN_FIELDS: {body}"
     count = re.search(r"constexpr int32_t kDCN_NB_FIELDS\{(\d+)\};", HEADER)
     assert count and int(count.group(1)) == len(rows), "kDCN_NB_FIELDS does not match the table"
-    return [(name, kind, int(length)) for name, kind, length in rows]
+    return [(name, kind, int(length), req == "true", lo, hi) for name, kind, length, req, lo, hi in rows]
+
+
+def _source_fields() -> list[tuple[str, str, int, bool]]:
+    return [row[:4] for row in _source_field_rows()]
+
+
+def _schema_fields() -> list[tuple[str, int, bool]]:
+    """What the creator must declare, in order: the required fields, then the optional ones."""
+    return [(name, length, True) for name, length in schema.PLUGIN_FIELDS] + [
+        (name, length, False) for name, length, _ in schema.OPTIONAL_PLUGIN_FIELDS
+    ]
 
 
 class TestSource:
@@ -62,8 +78,38 @@ class TestSource:
         assert schema.TARGET_DCNCONVERT.plugin_namespace == _constant("kDCN_PLUGIN_NAMESPACE")
 
     def test_fields_match_schema(self) -> None:
-        expected = [(name, "INT32", length) for name, length in schema.PLUGIN_FIELDS]
+        expected = [(name, "INT32", length, required) for name, length, required in _schema_fields()]
         assert _source_fields() == expected
+
+    def test_allow_tf32_field(self) -> None:
+        """The optional allow_tf32: INT32 x1, values 0..1, the C++ default equal to the schema's; only
+        the dcnconvert target's plugin has it."""
+        rows = {row[0]: row for row in _source_field_rows()}
+        assert rows[schema.ATTR_ALLOW_TF32] == (schema.ATTR_ALLOW_TF32, "INT32", 1, False, "0", "1")
+        ((name, _, default),) = schema.OPTIONAL_PLUGIN_FIELDS
+        assert name == schema.ATTR_ALLOW_TF32
+        attributes = re.search(r"struct DcnAttributes\n\{(.*?)\n\};", HEADER, re.DOTALL)
+        assert attributes, "struct DcnAttributes not found in dcnPlugin.h"
+        assert re.search(rf"int32_t allowTf32\{{{default}\}};", attributes.group(1))
+        assert schema.TARGET_DCNCONVERT.has_allow_tf32 and not schema.TARGET_TRT_BUILTIN.has_allow_tf32
+        # The required fields' ranges: stride/dilation/group/dg >= 1, padding >= 0, no upper bound.
+        ranges = {name: row[4:] for name, row in rows.items() if row[3]}
+        assert ranges == {"stride": ("1", "INT32_MAX"), "padding": ("0", "INT32_MAX"),
+                          "dilation": ("1", "INT32_MAX"), "group": ("1", "INT32_MAX"),
+                          "deformable_group": ("1", "INT32_MAX")}
+
+    def test_params_math_comes_from_the_attribute(self) -> None:
+        """Wherever the glue fills DcnParams (enqueue/onShapeChange and getWorkspaceSize), math is
+        mathOf(mAttrs), never a constant; mathOf maps allow_tf32 1 to kDCN_MATH_TF32."""
+        for name in ("dcnPluginRuntime.cpp", "dcnPluginBuild.cpp"):
+            code = (TRT_DIR / name).read_text()
+            assert code.count("p.math = mathOf(mAttrs);") == 1, name
+            assert code.count("DcnParams p{};") == 1, name
+            assert not re.search(r"\.math\s*=\s*kDCN_MATH", code), name
+        fields = (TRT_DIR / "dcnPluginFields.cpp").read_text()
+        body = fields[fields.index("int32_t mathOf(DcnAttributes const& a) noexcept") :]
+        body = body[: body.index("\n}\n")]
+        assert "a.allowTf32 != 0 ? kDCN_MATH_TF32 : kDCN_MATH_ACCURATE" in body
 
     def test_inputs_match_schema(self) -> None:
         match = re.search(r"kINPUT_NAMES\[kMAX_INPUTS\] = \{([^}]*)\};", HEADER)
@@ -78,6 +124,12 @@ class TestSource:
         body = source[source.index("void DcnPlugin::buildSerializationFields()"):]
         body = body[: body.index("\n}\n")]
         assert "kDCN_FIELDS[i].name, data[i], kDCN_FIELDS[i].type, kDCN_FIELDS[i].length" in body
+        assert "for (int32_t i = 0; i < kDCN_NB_FIELDS; ++i)" in body  # every field, optional ones too
+        data = re.search(r"void const\* const data\[kDCN_NB_FIELDS\] = \{(.*?)\};", body, re.DOTALL)
+        assert data, "the serialized data table is not found"
+        members = [m.strip().lstrip("&") for m in data.group(1).split(",")]
+        assert members == ["mAttrs.stride", "mAttrs.padding", "mAttrs.dilation", "mAttrs.group",
+                           "mAttrs.deformableGroup", "mAttrs.allowTf32"]
 
     def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:
         source = (TRT_DIR / "registration.cpp").read_text()
@@ -196,7 +248,5 @@ class TestLibrary:
         assert info["creators"] == "1"
         assert info["interface"] == "PLUGIN CREATOR_V3ONE 1 0"
         fields = [line.split()[1:] for line in lines if line.startswith("field ")]
-        expected = [
-            [name, str(PLUGIN_FIELD_TYPE_INT32), str(length)] for name, length in schema.PLUGIN_FIELDS
-        ]
+        expected = [[name, str(PLUGIN_FIELD_TYPE_INT32), str(length)] for name, length, _ in _schema_fields()]
         assert fields == expected

@@ -7,6 +7,8 @@ TensorRT headers found (``TENSORRT_INCLUDE_DIR``, os.pathsep-separated, then the
 * GPU (markers ``trt_headers`` and ``gpu``): enqueue on device buffers for a grid of problems and
   dtypes; the outputs are compared here with the float64 NumPy reference
   (``dcnconvert.reference.modulated_deform_conv2d``) on exactly the input bits the GPU consumed.
+  Cases with ``allow_tf32 = 1``: FP32 ones are held to the TF32 bound (:func:`check_tf32`), FP16/BF16
+  ones must be bit-identical to the same case without it (those types ignore the field).
 """
 
 from __future__ import annotations
@@ -202,6 +204,31 @@ class TestHarnessCpu:
             assert proc.stderr == "", proc.stderr
 
 
+#: Per-operand relative error of a TF32 operand: 2^-11 when rounded to nearest, 2^-10 when the lower
+#: mantissa bits are dropped; the bound takes the larger.
+TF32_OPERAND = 2.0**-10
+#: FP32 accumulation of the products (K <= a few hundred terms here), with room to spare.
+TF32_ACCUMULATION = 2.0**-14
+
+
+def check_tf32(got: np.ndarray, ref: np.ndarray, ref_abs: np.ndarray) -> dict:
+    """Asserts the TF32 bound elementwise and returns the error numbers.
+
+    Each product weight * (mask * bilinear(x)) has both operands rounded to TF32, so its relative error
+    is at most (1 + 2^-10)^2 - 1 < 2^-9 + 2^-19; summed over the products, the error of an output is at
+    most that times ``ref_abs`` = the same convolution of |x|, |mask| and |weight| without bias (an
+    upper bound of the sum of |products|), plus FP32 accumulation.
+    """
+    err = np.abs(got - ref)
+    allowed = (2 * TF32_OPERAND + TF32_OPERAND**2 + TF32_ACCUMULATION) * ref_abs + 2.0**-24
+    worst = float((err / allowed).max())
+    assert worst <= 1.0, f"elementwise error exceeds the TF32 bound by x{worst:.3f}"
+    ref_max = float(np.abs(ref).max())
+    assert ref_max > 0, "degenerate reference (all zeros): the case tests nothing"
+    rel_l2 = float(np.linalg.norm(got - ref)) / float(np.linalg.norm(ref))
+    return {"rel_l2": rel_l2, "max_abs_over_max_ref": float(err.max()) / ref_max, "worst_over_bound": worst}
+
+
 def _read(path: Path, dtype: str, shape: list[int]) -> np.ndarray:
     raw = path.read_bytes()
     if dtype == "float32":
@@ -235,27 +262,45 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     assert "FAIL" not in out
     lines = (tmp_path / "manifest.jsonl").read_text().splitlines()
     manifest = [json.loads(line) for line in lines if line.strip()]
-    assert len(manifest) >= 14, f"only {len(manifest)} cases ran"
+    assert len(manifest) >= 18, f"only {len(manifest)} cases ran"
+    by_name = {case["name"]: case for case in manifest}
     rows = []
     failures = []
     for case in manifest:
         dtype = case["dtype"]
         arrays = {k: _read(tmp_path / f, dtype, case["shapes"][k]) for k, f in case["files"].items()}
         got = arrays.pop("out")
+        geometry = {"stride": case["stride"], "padding": case["padding"], "dilation": case["dilation"],
+                    "group": case["group"], "deformable_group": case["deformable_group"]}
         ref = modulated_deform_conv2d(
-            arrays["x"], arrays["offset"], arrays["mask"], arrays["weight"], arrays.get("bias"),
-            stride=case["stride"], padding=case["padding"], dilation=case["dilation"],
-            group=case["group"], deformable_group=case["deformable_group"],
+            arrays["x"], arrays["offset"], arrays["mask"], arrays["weight"], arrays.get("bias"), **geometry
         )
         assert got.shape == ref.shape, case["name"]
         runtime = case["runtime_bitwise_identical"]
-        row = f"{case['name']:<24} {dtype:<9} out {case['shapes']['out']!s:<18} bitwise-runtime {runtime}"
+        tf32 = case["allow_tf32"] == 1
+        row = (f"{case['name']:<24} {dtype:<9} tf32 {int(tf32)} out {case['shapes']['out']!s:<18} "
+               f"bitwise-runtime {runtime}")
         try:
-            numbers = check_close(got, ref, dtype)
+            if tf32 and dtype == "float32":
+                ref_abs = modulated_deform_conv2d(
+                    np.abs(arrays["x"]), arrays["offset"], np.abs(arrays["mask"]), np.abs(arrays["weight"]),
+                    None, **geometry,
+                )
+                numbers = check_tf32(got, ref, ref_abs)
+            else:
+                numbers = check_close(got, ref, dtype)
             rel_l2, max_rel = numbers["rel_l2"], numbers["max_abs_over_max_ref"]
             row += f"  rel L2 {rel_l2:.3e}  max|err|/max|ref| {max_rel:.3e}"
         except AssertionError as exc:
             failures.append(f"{row}: {exc}")
+        if tf32 and dtype != "float32":  # FP16/BF16 ignore allow_tf32: same bits as without it
+            twin = by_name.get(case["name"].removesuffix("_tf32"))
+            bits = [(tmp_path / c["files"]["out"]).read_bytes() for c in (twin, case) if c is not None]
+            same = twin is not None and twin["allow_tf32"] == 0 and twin["seed"] == case["seed"] and (
+                bits[0] == bits[1])
+            row += f"  same bits as without allow_tf32 {same}"
+            if not same:
+                failures.append(f"{row}: a {dtype} output changed with allow_tf32 = 1")
         expected_runtime = True if case["path"] == "build+runtime" else None
         if runtime is not expected_runtime:
             failures.append(f"{row}: runtime_bitwise_identical is {runtime}, expected {expected_runtime}")
@@ -263,4 +308,5 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     print(f"\nTensorRT {built.version} headers, {len(rows)} cases:\n" + "\n".join(rows))
     assert not failures, "\n".join(failures)
     assert {c["dtype"] for c in manifest} == {"float32", "float16", "bfloat16"}
+    assert {c["dtype"] for c in manifest if c["allow_tf32"] == 1} == {"float32", "float16", "bfloat16"}
     assert {c["path"] for c in manifest} == {"build+runtime", "dynamic"}

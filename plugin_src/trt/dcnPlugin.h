@@ -26,21 +26,26 @@ constexpr char const* kDCN_PLUGIN_NAME{"ModulatedDeformConv2d"};
 constexpr char const* kDCN_PLUGIN_VERSION{"1"};
 constexpr char const* kDCN_PLUGIN_NAMESPACE{"dcnconvert"};
 
-// --- Fields (schema.py: PLUGIN_FIELDS), in declaration order ---
+// --- Fields (schema.py: PLUGIN_FIELDS, then OPTIONAL_PLUGIN_FIELDS), in declaration order ---
 struct DcnFieldSpec
 {
     char const* name;
     nvinfer1::PluginFieldType type;
     int32_t length;
+    bool required; //!< an optional field may be absent (its default applies)
+    int32_t minimum; //!< smallest accepted value of every element
+    int32_t maximum; //!< largest accepted value of every element
 };
 
-constexpr int32_t kDCN_NB_FIELDS{5};
+constexpr int32_t kDCN_NB_FIELDS{6};
 constexpr DcnFieldSpec kDCN_FIELDS[kDCN_NB_FIELDS] = {
-    {"stride", nvinfer1::PluginFieldType::kINT32, 2},
-    {"padding", nvinfer1::PluginFieldType::kINT32, 2},
-    {"dilation", nvinfer1::PluginFieldType::kINT32, 2},
-    {"group", nvinfer1::PluginFieldType::kINT32, 1},
-    {"deformable_group", nvinfer1::PluginFieldType::kINT32, 1},
+    {"stride", nvinfer1::PluginFieldType::kINT32, 2, true, 1, INT32_MAX},
+    {"padding", nvinfer1::PluginFieldType::kINT32, 2, true, 0, INT32_MAX},
+    {"dilation", nvinfer1::PluginFieldType::kINT32, 2, true, 1, INT32_MAX},
+    {"group", nvinfer1::PluginFieldType::kINT32, 1, true, 1, INT32_MAX},
+    {"deformable_group", nvinfer1::PluginFieldType::kINT32, 1, true, 1, INT32_MAX},
+    // 1: FLOAT32 math may use TF32 (DcnParams.math = kDCN_MATH_TF32); 0 or absent: FP32-accurate.
+    {"allow_tf32", nvinfer1::PluginFieldType::kINT32, 1, false, 0, 1},
 };
 
 // --- Inputs (schema.py: INPUT_NAMES) ---
@@ -61,10 +66,15 @@ struct DcnAttributes
     int32_t dilation[2]{1, 1};
     int32_t group{1};
     int32_t deformableGroup{1};
+    int32_t allowTf32{0}; //!< 0 or 1 (optional field allow_tf32)
 };
 
-//! Parses and validates a field collection (createPlugin in either phase; dcnPluginFields.cpp). Every
-//! field is required; int32 and int64 are accepted; messages name the field and the value. Throws DcnError.
+//! DcnParams.math for the attributes: kDCN_MATH_TF32 when allow_tf32 is 1, else kDCN_MATH_ACCURATE.
+int32_t mathOf(DcnAttributes const& a) noexcept;
+
+//! Parses and validates a field collection (createPlugin in either phase; dcnPluginFields.cpp). The
+//! required fields must be present, an optional one may be absent; int32 and int64 are accepted;
+//! messages name the field and the value. Throws DcnError.
 DcnAttributes parseFields(nvinfer1::PluginFieldCollection const* fc);
 
 //! Text of a DataType for messages ("FLOAT", "HALF", "BF16", ... or "DataType(<n>)").

@@ -192,7 +192,12 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
         int32_t const dtype = toDcnDataType(inputs[kIN_X].desc.type);
         p.dtype = dtype >= 0 ? dtype : kDCN_FLOAT32;
         p.algo = kDCN_ALGO_AUTO;
-        return dcnWorkspaceSize(&p);
+        p.math = mathOf(mAttrs);
+        size_t const bytes = dcnWorkspaceSize(&p);
+        logMessage(nvinfer1::ILogger::Severity::kVERBOSE,
+            where("getWorkspaceSize") + ": " + std::to_string(bytes) + " bytes for the profile's maximum "
+                + paramsText(p));
+        return bytes;
     }
     catch (std::exception const& e)
     {

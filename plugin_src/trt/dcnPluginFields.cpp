@@ -5,6 +5,9 @@
  * The same field types are accepted in both phases: the ONNX parser turns INTS/INT attributes into
  * kINT32 fields (build), and getFieldsToSerialize() writes kINT32 fields (runtime). kINT64 is
  * accepted too, for callers that build the collection themselves.
+ *
+ * The optional allow_tf32 (0 or 1, default 0) may be absent: nodes rewritten without it, and engines
+ * serialized before it existed, mean FP32-accurate math. It is always serialized.
  */
 #include "dcnPlugin.h"
 
@@ -54,6 +57,20 @@ std::string valuesText(int64_t const* values, int32_t count)
     }
     os << "]";
     return os.str();
+}
+
+//! The accepted values of a field, for messages: ">= 1", "0 or 1", "in [a, b]".
+std::string rangeText(DcnFieldSpec const& spec)
+{
+    if (spec.maximum == INT32_MAX)
+    {
+        return ">= " + std::to_string(spec.minimum);
+    }
+    if (spec.maximum == spec.minimum + 1)
+    {
+        return std::to_string(spec.minimum) + " or " + std::to_string(spec.maximum);
+    }
+    return "in [" + std::to_string(spec.minimum) + ", " + std::to_string(spec.maximum) + "]";
 }
 
 //! Reads one field's integers (int32 or int64, exactly spec.length of them) into `values`.
@@ -122,21 +139,22 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     }
     for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
     {
-        DCN_VALIDATE(seen[k],
+        DCN_VALIDATE(seen[k] || !kDCN_FIELDS[k].required,
             "required field '" << kDCN_FIELDS[k].name << "' is missing (INT32 x" << kDCN_FIELDS[k].length
                                << "; from the ONNX node's " << (kDCN_FIELDS[k].length == 1 ? "INT" : "INTS")
                                << " attribute '" << kDCN_FIELDS[k].name << "')");
     }
 
-    // Ranges, in field order: stride >= 1, padding >= 0, dilation >= 1, group >= 1, deformable_group >= 1.
-    int64_t const minimum[kDCN_NB_FIELDS] = {1, 0, 1, 1, 1};
+    // Ranges, in field order: stride >= 1, padding >= 0, dilation >= 1, group >= 1, deformable_group >= 1,
+    // allow_tf32 0 or 1 (an absent optional field holds 0, its default).
     for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
     {
-        for (int32_t i = 0; i < kDCN_FIELDS[k].length; ++i)
+        DcnFieldSpec const& spec = kDCN_FIELDS[k];
+        for (int32_t i = 0; seen[k] && i < spec.length; ++i)
         {
-            DCN_VALIDATE(values[k][i] >= minimum[k],
-                "field '" << kDCN_FIELDS[k].name << "' must be >= " << minimum[k] << ", got "
-                          << valuesText(values[k], kDCN_FIELDS[k].length));
+            DCN_VALIDATE(values[k][i] >= spec.minimum && values[k][i] <= spec.maximum,
+                "field '" << spec.name << "' must be " << rangeText(spec) << ", got "
+                          << valuesText(values[k], spec.length));
         }
     }
     DcnAttributes a;
@@ -148,16 +166,26 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     }
     a.group = static_cast<int32_t>(values[3][0]);
     a.deformableGroup = static_cast<int32_t>(values[4][0]);
+    if (seen[5]) // else the default of DcnAttributes (0: FP32-accurate math)
+    {
+        a.allowTf32 = static_cast<int32_t>(values[5][0]);
+    }
     return a;
+}
+
+int32_t mathOf(DcnAttributes const& a) noexcept
+{
+    return a.allowTf32 != 0 ? kDCN_MATH_TF32 : kDCN_MATH_ACCURATE;
 }
 
 // --- Serialization ---
 
 void DcnPlugin::buildSerializationFields()
 {
-    // Exactly the types createPlugin(kBUILD) receives from the ONNX parser: int32.
-    void const* const data[kDCN_NB_FIELDS]
-        = {mAttrs.stride, mAttrs.padding, mAttrs.dilation, &mAttrs.group, &mAttrs.deformableGroup};
+    // Exactly the types createPlugin(kBUILD) receives from the ONNX parser: int32. Every field, the
+    // optional allow_tf32 included (so a restored plugin never depends on a default).
+    void const* const data[kDCN_NB_FIELDS] = {
+        mAttrs.stride, mAttrs.padding, mAttrs.dilation, &mAttrs.group, &mAttrs.deformableGroup, &mAttrs.allowTf32};
     mSerialFields.clear();
     for (int32_t i = 0; i < kDCN_NB_FIELDS; ++i)
     {

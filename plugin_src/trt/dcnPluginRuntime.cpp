@@ -60,7 +60,7 @@ DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const
     p.withBias = nbInputs == kMAX_INPUTS ? 1 : 0;
     p.dtype = dtype;
     p.algo = kDCN_ALGO_AUTO;
-    p.math = kDCN_MATH_ACCURATE;
+    p.math = mathOf(mAttrs);
     char message[512] = {0};
     DcnStatus const status = dcnValidate(&p, message, sizeof(message));
     DCN_VALIDATE(status == kDCN_SUCCESS, "the core rejected the problem (status " << status << "): " << message);
@@ -88,8 +88,10 @@ int32_t DcnPlugin::onShapeChange(
             "the output has type " << dataTypeName(out[0].type) << " but x has " << dataTypeName(in[kIN_X].type));
         DCN_VALIDATE(out[0].format == TensorFormat::kLINEAR,
             "the output has format " << static_cast<int32_t>(out[0].format) << "; only kLINEAR is supported");
-        makeParams(dims, nbInputs, out[0].dims, in[kIN_X].type);
+        DcnParams const p = makeParams(dims, nbInputs, out[0].dims, in[kIN_X].type);
         mNbInputs = nbInputs;
+        // What enqueue will hand the core for these shapes (shape changes only, never per enqueue).
+        logMessage(nvinfer1::ILogger::Severity::kVERBOSE, where("onShapeChange") + ": " + paramsText(p));
         return 0;
     }
     catch (std::exception const& e)

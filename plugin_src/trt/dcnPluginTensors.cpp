@@ -241,6 +241,19 @@ IDimensionExpr const* outputSizeExpr(IExprBuilder& b, IDimensionExpr const& in, 
     return operationExpr(b, Op::kSUM, *divided, *constantExpr(b, 1));
 }
 
+std::string paramsText(DcnParams const& p)
+{
+    static char const* const kDTYPES[] = {"FLOAT32", "FLOAT16", "BFLOAT16"};
+    std::ostringstream os;
+    os << "DcnParams x [" << p.n << ", " << p.c << ", " << p.h << ", " << p.w << "] out [" << p.n << ", " << p.cout
+       << ", " << p.ho << ", " << p.wo << "] kernel " << p.kh << "x" << p.kw << " stride " << p.strideH << "x"
+       << p.strideW << " padding " << p.padH << "x" << p.padW << " dilation " << p.dilationH << "x" << p.dilationW
+       << " group " << p.group << " deformable_group " << p.deformableGroup << " bias " << p.withBias << " dtype "
+       << (p.dtype >= 0 && p.dtype < 3 ? kDTYPES[p.dtype] : "?") << " algo " << p.algo << " math "
+       << (p.math == kDCN_MATH_TF32 ? "TF32" : p.math == kDCN_MATH_ACCURATE ? "ACCURATE" : "?");
+    return os.str();
+}
+
 char const* dataTypeName(DataType type) noexcept
 {
     switch (static_cast<int32_t>(type))

@@ -10,6 +10,7 @@
 #include "dcnPlugin.h"
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 namespace dcnconvert
@@ -47,6 +48,9 @@ void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nb
 
 //! ShapeView of concrete (or -1) dims of `nbInputs` inputs.
 ShapeView viewOf(nvinfer1::Dims const* dims, int32_t nbInputs);
+
+//! One line describing the DcnParams handed to the core (logged at kVERBOSE), e.g. "... math TF32".
+std::string paramsText(DcnParams const& p);
 
 /*
  * Output size expression: floor((in + 2p - d*(k-1) - 1) / s) + 1, folded to a constant when

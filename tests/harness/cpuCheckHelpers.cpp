@@ -43,6 +43,19 @@ bool loggedError(TestLogger const& logger, size_t mark, std::vector<char const*>
     return false;
 }
 
+bool loggedAt(TestLogger const& logger, size_t mark, nvinfer1::ILogger::Severity severity,
+    std::vector<char const*> const& parts)
+{
+    for (size_t i = mark; i < logger.entries.size(); ++i)
+    {
+        if (logger.entries[i].severity == severity && containsAll(logger.entries[i].text, parts))
+        {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool recordedError(TestErrorRecorder const& rec, size_t mark, std::vector<char const*> const& parts)
 {
     for (size_t i = mark; i < rec.errors.size(); ++i)
@@ -102,7 +115,7 @@ std::string attrsText(Attrs const& a)
     return "stride [" + std::to_string(a.stride[0]) + "," + std::to_string(a.stride[1]) + "] padding ["
         + std::to_string(a.padding[0]) + "," + std::to_string(a.padding[1]) + "] dilation ["
         + std::to_string(a.dilation[0]) + "," + std::to_string(a.dilation[1]) + "] group " + std::to_string(a.group)
-        + " dg " + std::to_string(a.deformableGroup);
+        + " dg " + std::to_string(a.deformableGroup) + (a.allowTf32 != 0 ? " allow_tf32 1" : "");
 }
 
 bool sameAttrs(Attrs const& a, Attrs const& b)

@@ -61,6 +61,12 @@ int32_t runCpu(std::string const& libPath)
     c.c = 8;
     c.cout = 8;
     problems.push_back(c);
+    Problem d = a; // allow_tf32 = 1: the whole pipeline with the optional field, round trip included
+    d.attrs.allowTf32 = 1;
+    problems.push_back(d);
+    Problem e = b;
+    e.attrs.allowTf32 = 1;
+    problems.push_back(e);
     for (Problem const& p : problems)
     {
         run.pipeline(p);
@@ -71,6 +77,7 @@ int32_t runCpu(std::string const& libPath)
     run.typeChecks();
     run.shapeErrors();
     run.badFields();
+    run.allowTf32();
     run.runtimeErrors();
     return checks().failed == 0 ? 0 : 1;
 }

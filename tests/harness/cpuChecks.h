@@ -18,6 +18,16 @@ bool containsAll(std::string const& text, std::vector<char const*> const& parts)
 //! True when some error logged since `mark` contains every part.
 bool loggedError(TestLogger const& logger, size_t mark, std::vector<char const*> const& parts);
 
+//! True when some message of exactly `severity` logged since `mark` contains every part.
+bool loggedAt(TestLogger const& logger, size_t mark, nvinfer1::ILogger::Severity severity,
+    std::vector<char const*> const& parts);
+
+//! "math TF32" or "math ACCURATE": how the plugin's kVERBOSE DcnParams line names DcnParams.math.
+inline char const* mathText(Attrs const& a)
+{
+    return a.allowTf32 != 0 ? "math TF32" : "math ACCURATE";
+}
+
 //! True when some error recorded since `mark` contains every part.
 bool recordedError(TestErrorRecorder const& rec, size_t mark, std::vector<char const*> const& parts);
 
@@ -37,6 +47,7 @@ bool sameAttrs(Attrs const& a, Attrs const& b);
 //!   symbolicShapes, shapeErrors        cpuShapeChecks.cpp
 //!   typeChecks, formatCombinations     cpuTypeFormatChecks.cpp
 //!   badFields                          cpuFieldChecks.cpp
+//!   allowTf32                          cpuTf32Checks.cpp
 //!   runtimeErrors                      cpuRuntimeChecks.cpp
 class CpuRun
 {
@@ -55,6 +66,7 @@ public:
     void shapeErrors();
     void formatCombinations(Problem const& p);
     void badFields();
+    void allowTf32();
     void runtimeErrors();
 
 private:

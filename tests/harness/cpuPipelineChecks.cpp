@@ -30,15 +30,17 @@ void CpuRun::identity()
     HCHECK(std::strcmp(mCreator->getPluginVersion(), "1") == 0, "creator version");
     HCHECK(std::strcmp(mCreator->getPluginNamespace(), "dcnconvert") == 0, "creator namespace");
     PluginFieldCollection const* fc = mCreator->getFieldNames();
-    char const* const names[] = {"stride", "padding", "dilation", "group", "deformable_group"};
-    int32_t const lengths[] = {2, 2, 2, 1, 1};
-    bool ok = fc != nullptr && fc->nbFields == 5 && fc->fields != nullptr;
-    for (int32_t i = 0; ok && i < 5; ++i)
+    char const* const names[] = {"stride", "padding", "dilation", "group", "deformable_group", "allow_tf32"};
+    int32_t const lengths[] = {2, 2, 2, 1, 1, 1};
+    bool ok = fc != nullptr && fc->nbFields == 6 && fc->fields != nullptr;
+    for (int32_t i = 0; ok && i < 6; ++i)
     {
         ok = std::strcmp(fc->fields[i].name, names[i]) == 0 && fc->fields[i].type == PluginFieldType::kINT32
             && fc->fields[i].length == lengths[i];
     }
-    HCHECK(ok, "getFieldNames: stride/padding/dilation INT32x2, group/deformable_group INT32x1");
+    HCHECK(ok,
+        "getFieldNames: stride/padding/dilation INT32x2, group/deformable_group INT32x1, then the optional "
+        "allow_tf32 INT32x1 (so that the ONNX parser passes it on)");
 }
 
 void CpuRun::pipeline(Problem const& p)
@@ -91,8 +93,12 @@ void CpuRun::pipeline(Problem const& p)
     auto inDesc = dynamicDescs(inDims, DataType::kFLOAT);
     auto outDesc = dynamicDescs({expected}, DataType::kFLOAT);
     HCHECK(build->configurePlugin(inDesc.data(), p.nbInputs(), outDesc.data(), 1) == 0, "configurePlugin");
+    size_t const wsMark = mLogger.entries.size();
     size_t const ws = build->getWorkspaceSize(inDesc.data(), p.nbInputs(), outDesc.data(), 1);
     HCHECK(ws < (size_t{1} << 40), "getWorkspaceSize -> " << ws << " bytes");
+    HCHECK(loggedAt(mLogger, wsMark, nvinfer1::ILogger::Severity::kVERBOSE,
+               {"layer 'dcn_layer'", "getWorkspaceSize", "DcnParams", mathText(p.attrs)}),
+        "getWorkspaceSize sizes DcnParams with " << mathText(p.attrs) << " (allow_tf32 " << p.attrs.allowTf32 << ")");
     HCHECK(mLogger.errorsSince(mark).empty(), "no error logged during the build calls");
 
     PluginPtr clone(plugin->clone());
@@ -107,8 +113,12 @@ void CpuRun::pipeline(Problem const& p)
         {
             auto inStatic = staticDescs(inDims, DataType::kFLOAT);
             auto outStatic = staticDescs({expected}, DataType::kFLOAT);
+            size_t const shapeMark = mLogger.entries.size();
             HCHECK(runtimeOf(attached.get())->onShapeChange(inStatic.data(), p.nbInputs(), outStatic.data(), 1) == 0,
                 "onShapeChange on the attached plugin");
+            HCHECK(loggedAt(mLogger, shapeMark, nvinfer1::ILogger::Severity::kVERBOSE,
+                       {"layer 'dcn_layer'", "onShapeChange", "DcnParams", mathText(p.attrs)}),
+                "onShapeChange: the DcnParams for enqueue carry " << mathText(p.attrs));
             Attrs serial{};
             std::string why;
             bool const read = readSerialized(runtimeOf(attached.get())->getFieldsToSerialize(), serial, why);
@@ -122,11 +132,15 @@ void CpuRun::pipeline(Problem const& p)
                 if (restored)
                 {
                     PluginPtr restoredAttached(runtimeOf(restored.get())->attachToContext(&context));
+                    size_t const restoredMark = mLogger.entries.size();
                     HCHECK(restoredAttached != nullptr
                             && runtimeOf(restoredAttached.get())
                                     ->onShapeChange(inStatic.data(), p.nbInputs(), outStatic.data(), 1)
                                 == 0,
                         "runtime plugin: attachToContext + onShapeChange");
+                    HCHECK(loggedAt(mLogger, restoredMark, nvinfer1::ILogger::Severity::kVERBOSE,
+                               {"onShapeChange", "DcnParams", mathText(p.attrs)}),
+                        "runtime plugin: the DcnParams for enqueue carry " << mathText(p.attrs));
                     Attrs again{};
                     HCHECK(restoredAttached && readSerialized(runtimeOf(restoredAttached.get())->getFieldsToSerialize(), again, why)
                             && sameAttrs(again, p.attrs),

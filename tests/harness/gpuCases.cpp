@@ -42,6 +42,21 @@ std::vector<Case> gridCases()
         c.seed = static_cast<uint32_t>(cases.size());
         cases.push_back(c);
     };
+    // The case `of` again with allow_tf32 = 1: same problem, type and inputs (same seed).
+    auto addTf32 = [&](std::string const& name, std::string const& of) {
+        for (Case const& c : cases)
+        {
+            if (c.name == of)
+            {
+                Case t = c;
+                t.name = name;
+                t.p.attrs.allowTf32 = 1;
+                cases.push_back(t);
+                return;
+            }
+        }
+        HCHECK(false, "gpu grid: no case '" << of << "' to repeat with allow_tf32");
+    };
     Problem base; // 1x4x8x8, 3x3, bias
     Problem nonSquare = base;
     nonSquare.attrs = Attrs{{2, 1}, {1, 0}, {1, 2}, 2, 2};
@@ -100,6 +115,12 @@ std::vector<Case> gridCases()
     add("bf16_nonsquare_g2_dg2", nonSquare, DataType::kBF16, 2.F);
     add("bf16_k5_g4_s3x2", fiveByFive, DataType::kBF16, 2.F);
     add("bf16_larger", larger, DataType::kBF16, 4.F);
+    add("fp32_larger", larger, DataType::kFLOAT, 4.F);
+    // allow_tf32 = 1: FP32 within the TF32 bound; FP16/BF16 ignore it (bit-identical to the case without it).
+    addTf32("fp32_larger_tf32", "fp32_larger");
+    addTf32("fp32_k5_g4_s3x2_tf32", "fp32_k5_g4_s3x2");
+    addTf32("fp16_larger_tf32", "fp16_larger");
+    addTf32("bf16_larger_tf32", "bf16_larger");
     return cases;
 }
 

@@ -60,7 +60,8 @@ void writeCase(std::string const& outDir, std::ofstream& manifest, Case const& c
     manifest << "{\"name\": \"" << c.name << "\", \"dtype\": \"" << dtypeText(c.type) << "\", \"path\": \"" << path
              << "\", \"stride\": [" << a.stride[0] << ", " << a.stride[1] << "], \"padding\": [" << a.padding[0]
              << ", " << a.padding[1] << "], \"dilation\": [" << a.dilation[0] << ", " << a.dilation[1]
-             << "], \"group\": " << a.group << ", \"deformable_group\": " << a.deformableGroup << ", \"shapes\": {"
+             << "], \"group\": " << a.group << ", \"deformable_group\": " << a.deformableGroup
+             << ", \"allow_tf32\": " << a.allowTf32 << ", \"seed\": " << c.seed << ", \"shapes\": {"
              << shapes << ", \"out\": " << jsonDims(c.p.outputDims()) << "}, \"files\": {" << files
              << ", \"out\": \"" << outFile << "\"}, \"runtime_bitwise_identical\": "
              << (runtime == RuntimeCompare::kIDENTICAL ? "true"

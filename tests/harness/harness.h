@@ -251,13 +251,15 @@ struct Attrs
     int32_t dilation[2]{1, 1};
     int32_t group{1};
     int32_t deformableGroup{1};
+    int32_t allowTf32{0}; //!< the optional field allow_tf32 (absent from a FieldSet when 0)
 };
 
 class FieldSet
 {
 public:
     explicit FieldSet(Attrs const& a);
-    //! Fields as the ONNX parser makes them from INTS/INT attributes: kINT32.
+    //! Fields as the ONNX parser makes them from INTS/INT attributes: kINT32. allow_tf32 is given only
+    //! when it is 1, as the rewrite writes the attribute only when asked for.
     nvinfer1::PluginFieldCollection const* collection();
     std::vector<nvinfer1::PluginField> fields;
 
@@ -266,7 +268,8 @@ private:
     nvinfer1::PluginFieldCollection mCollection{};
 };
 
-//! Reads back the int32 fields of a serialized collection; false (with reason) if malformed.
+//! Reads back the int32 fields of a serialized collection (all six, allow_tf32 last); false (with
+//! reason) if malformed.
 bool readSerialized(nvinfer1::PluginFieldCollection const* fc, Attrs& out, std::string& why);
 
 // --- Modes ---

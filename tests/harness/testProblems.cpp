@@ -34,6 +34,10 @@ nvinfer1::PluginFieldCollection const* FieldSet::collection()
         nvinfer1::PluginField("group", &mAttrs.group, PluginFieldType::kINT32, 1),
         nvinfer1::PluginField("deformable_group", &mAttrs.deformableGroup, PluginFieldType::kINT32, 1),
     };
+    if (mAttrs.allowTf32 != 0)
+    {
+        fields.emplace_back("allow_tf32", &mAttrs.allowTf32, PluginFieldType::kINT32, 1);
+    }
     mCollection.nbFields = static_cast<int32_t>(fields.size());
     mCollection.fields = fields.data();
     return &mCollection;
@@ -41,9 +45,9 @@ nvinfer1::PluginFieldCollection const* FieldSet::collection()
 
 bool readSerialized(nvinfer1::PluginFieldCollection const* fc, Attrs& out, std::string& why)
 {
-    if (fc == nullptr || fc->nbFields != 5 || fc->fields == nullptr)
+    if (fc == nullptr || fc->nbFields != 6 || fc->fields == nullptr)
     {
-        why = "expected 5 serialized fields";
+        why = "expected 6 serialized fields";
         return false;
     }
     struct Want
@@ -52,8 +56,8 @@ bool readSerialized(nvinfer1::PluginFieldCollection const* fc, Attrs& out, std::
         int32_t length;
         int32_t* dst;
     } const wants[] = {{"stride", 2, out.stride}, {"padding", 2, out.padding}, {"dilation", 2, out.dilation},
-        {"group", 1, &out.group}, {"deformable_group", 1, &out.deformableGroup}};
-    for (int32_t i = 0; i < 5; ++i)
+        {"group", 1, &out.group}, {"deformable_group", 1, &out.deformableGroup}, {"allow_tf32", 1, &out.allowTf32}};
+    for (int32_t i = 0; i < 6; ++i)
     {
         nvinfer1::PluginField const& f = fc->fields[i];
         if (f.name == nullptr || std::strcmp(f.name, wants[i].name) != 0)
