@@ -23,7 +23,7 @@ from dcnconvert import __version__, errors, log
 from dcnconvert.cli_common import add_warning, common_options, run_command, timed
 from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import CommandResult, dumps, format_matches, format_summary, match_to_dict
-from dcnconvert.schema import DEFAULT_TARGET, TARGETS
+from dcnconvert.schema import DEFAULT_TARGET, TARGETS, tf32_target_error
 
 _MODEL_ARG = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT_ARG = click.Path(dir_okay=False, path_type=Path)
@@ -149,17 +149,25 @@ def inspect(model: Path, target: str, json_mode: bool) -> None:
 @click.option("-o", "--output", type=_OUT_ARG, required=True, help="Path of the rewritten ONNX model.")
 @_TARGET_OPTION
 @click.option("--require-match", is_flag=True, help="Fail (exit 1) if the model has no DCN node.")
+@click.option("--allow-tf32", is_flag=True,
+              help="Write allow_tf32=1 on the plugin nodes: FP32 DCN layers may use TF32 math (10-bit "
+              "mantissa); FP16/BF16 layers ignore it. --target dcnconvert only.")
 @common_options
-def rewrite(model: Path, output: Path, target: str, require_match: bool, json_mode: bool) -> None:
+def rewrite(model: Path, output: Path, target: str, require_match: bool, allow_tf32: bool,
+            json_mode: bool) -> None:
     """Rewrite every DCN node of MODEL into a ModulatedDeformConv2d plugin node, saved to OUTPUT.
 
     A model without DCN nodes is a warning and is written unchanged (so the next step of a pipeline
-    finds its file); with --require-match it is an error and nothing is written.
+    finds its file); with --require-match it is an error and nothing is written. Without
+    --allow-tf32 the plugin computes FP32 layers FP32-accurately (plugin nodes that already carry
+    allow_tf32=1 keep it).
     """
 
     def work() -> dict[str, Any]:
+        if allow_tf32 and not TARGETS[target].has_allow_tf32:
+            raise tf32_target_error(TARGETS[target], "--allow-tf32")
         check_output_path(model, output)
-        new_model, payload = rewrite_in_memory(model, target, require_match)
+        new_model, payload = rewrite_in_memory(model, target, require_match, allow_tf32)
         save_model_timed(new_model, output, like=model)
         payload["target"] = target
         return payload

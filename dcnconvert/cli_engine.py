@@ -16,10 +16,17 @@ from typing import Any
 import click
 
 from dcnconvert import errors, log
-from dcnconvert.cli_common import add_input, add_output, attach_payload, common_options, run_command
+from dcnconvert.cli_common import (
+    add_input,
+    add_output,
+    add_warning,
+    attach_payload,
+    common_options,
+    run_command,
+)
 from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import format_summary
-from dcnconvert.schema import DEFAULT_TARGET, TARGETS
+from dcnconvert.schema import ATTR_ALLOW_TF32, DEFAULT_TARGET, TARGETS
 
 _MODEL_ARG = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT_ARG = click.Path(dir_okay=False, path_type=Path)
@@ -53,7 +60,9 @@ def _build_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="Smallest shapes of a profile; a name given again starts the next profile."),
         click.option("--shapes", multiple=True, metavar="NAME:DIMS",
                      help="Static input shape, e.g. --shapes images:1x3x512x512 (repeat per input)."),
-        click.option("--tf32/--no-tf32", default=False, show_default=True, help="Allow TF32 for FP32 math."),
+        click.option("--tf32/--no-tf32", default=False, show_default=True,
+                     help="Allow TF32 for FP32 math: TensorRT's builder flag, and allow_tf32=1 on the "
+                     "plugin nodes (--target dcnconvert) so that FP32 DCN layers may use it too."),
         click.option("--keep-fp32", multiple=True, metavar="OP_OR_NODE",
                      help="graph-cast: keep this op type or node name in FP32 (repeatable)."),
         click.option("--io-precision", type=click.Choice(["fp32", "fp16", "bf16"]), default=None,
@@ -82,6 +91,20 @@ def _make_build_options(kw: dict[str, Any]) -> Any:
         workspace=parse_size(kw["workspace"]) if kw["workspace"] is not None else None,
         builder_optimization_level=kw["builder_optimization_level"], timing_cache=kw["timing_cache"],
         target=kw["target"], plugin_lib=kw["plugin_lib"], progress=not kw["no_progress"])
+
+
+def _plugin_tf32(options: Any) -> bool:
+    """Whether --tf32 also writes ``allow_tf32 = 1`` on the plugin nodes: yes where the target's plugin
+    has the field; for one without it (trt-builtin) the builder flag alone applies, with a warning."""
+    if not options.tf32:
+        return False
+    target = TARGETS[options.target]
+    if target.has_allow_tf32:
+        return True
+    add_warning(f"--tf32 with --target {target.name}: TensorRT's built-in ModulatedDeformConv2d has no "
+                f"{ATTR_ALLOW_TF32} field, so TF32 applies to TensorRT's own layers only; use --target "
+                f"{DEFAULT_TARGET} for TF32 in the DCN layers too")
+    return False
 
 
 def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -199,7 +222,7 @@ def register(group: click.Group) -> None:
             check_output_path(model, output)
             _check_timing_cache(model, output, options.timing_cache)
             env = build_mod.check_environment(options)
-            proto, payload = rewrite_in_memory(model, options.target, False)
+            proto, payload = rewrite_in_memory(model, options.target, False, _plugin_tf32(options))
             payload.update(build_mod.build_engine(proto, output, options, env=env))
             return payload
 
@@ -242,7 +265,7 @@ def register(group: click.Group) -> None:
             _check_timing_cache(model, output, options.timing_cache)
             check_output_path(model, onnx_out)
             _check_save_paths(model, {"the engine (-o)": output, "the rewritten model": onnx_out}, kw)
-            proto, payload = rewrite_in_memory(model, options.target, False)
+            proto, payload = rewrite_in_memory(model, options.target, False, _plugin_tf32(options))
             save_model_timed(proto, onnx_out, role="onnx", like=model)  # keeps an external-data layout
             try:
                 env = build_mod.check_environment(options)

@@ -90,18 +90,22 @@ def save_model_timed(proto: Any, output: Path, role: str = "onnx", *, like: Path
         add_output(f"{role}_data", str(extra))
 
 
-def rewrite_in_memory(model_path: Path, target: str, require_match: bool) -> tuple[Any, dict[str, Any]]:
+def rewrite_in_memory(model_path: Path, target: str, require_match: bool,
+                      allow_tf32: bool = False) -> tuple[Any, dict[str, Any]]:
     """Load ``model_path`` and rewrite it for ``target``; returns ``(model, payload)``.
 
     The payload is ``{"rewrite": RewriteReport.to_dict()}``. A model without DCN nodes gives a
     warning (``NoMatchError`` with ``require_match``). The loaded model is rewritten in place (it
-    is ours), so a large model is held in memory once.
+    is ours), so a large model is held in memory once. ``allow_tf32`` writes the plugin attribute
+    ``allow_tf32 = 1`` on every DCN node (see :func:`dcnconvert.rewrite.rewrite_model`).
     """
     from dcnconvert import rewrite as rewrite_mod
 
     proto = load_model_timed(model_path)
-    with timed("rewrite", f"Rewriting DCN nodes for target '{target}'"):
-        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match, inplace=True)
+    tf32 = " (allow_tf32 = 1)" if allow_tf32 else ""
+    with timed("rewrite", f"Rewriting DCN nodes for target '{target}'{tf32}"):
+        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match, inplace=True,
+                                                   allow_tf32=allow_tf32)
     info = rewrite_report_to_dict(rep)
     for text in info["warnings"]:
         add_warning(text)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import onnx
@@ -253,7 +253,20 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
             schema.ATTR_PLUGIN_NAMESPACE: values.get("plugin_namespace", ""),
         })
         parsed.node_target = target.name if target else None
+        if "allow_tf32" in values:
+            _read_allow_tf32(values["allow_tf32"], parsed)
     return parsed
+
+
+def _read_allow_tf32(value: object, parsed: ParsedDcn) -> None:
+    """Our plugin node's optional ``allow_tf32`` (INT 0 or 1) into ``parsed.attrs``."""
+    flag = as_int(value, schema.ATTR_ALLOW_TF32)
+    if flag not in (0, 1):
+        raise NotConvertible(f"attribute '{schema.ATTR_ALLOW_TF32}' is {flag}; expected 0 (FP32-accurate "
+                             "math, the default) or 1 (TF32 for FLOAT32 tensors)")
+    if flag and parsed.attrs is not None:
+        parsed.attrs = replace(parsed.attrs, allow_tf32=True)
+        parsed.notes.append(f"{schema.ATTR_ALLOW_TF32} = 1: FLOAT32 math may use TF32 (10-bit mantissa)")
 
 
 def parse_node(node: onnx.NodeProto, info: GraphInfo) -> ParsedDcn | None:

@@ -36,6 +36,8 @@ _PLUGIN_KNOWN = {
     "plugin_version": (schema.ATTR_PLUGIN_VERSION,),
     "plugin_namespace": (schema.ATTR_PLUGIN_NAMESPACE,),
 }
+#: Our plugin node also has the optional allow_tf32 (TAO's node, a source form, does not).
+_DCNCONVERT_KNOWN = {**_PLUGIN_KNOWN, "allow_tf32": (schema.ATTR_ALLOW_TF32,)}
 LOGIT_KNOWN = {
     "stride": ("stride",),
     "padding": ("padding",),
@@ -99,7 +101,7 @@ SPECS: dict[str, FormSpec] = {s.form: s for s in (
         "dg": ("deformable_groups", "deformable_group"), "kernel_shape": ("kernel_shape",)},
         mask_kind="ones", padding="doubled"),
     _spec("tao.ModulatedDeformConv2d", _MODULATED, _PLUGIN_KNOWN),
-    _spec("dcnconvert.ModulatedDeformConv2d", _MODULATED, _PLUGIN_KNOWN),
+    _spec("dcnconvert.ModulatedDeformConv2d", _MODULATED, _DCNCONVERT_KNOWN),
     # CaoWGG's importer defaults padding to 1, others to 0: a missing padding is ambiguous.
     _spec("centernet.DCNv2", _MODULATED, {**_MMCV_KNOWN, "dg": ("deformable_group", "deformable_groups")},
           defaults={"stride": 1, "padding": REQUIRED, "dilation": 1}),

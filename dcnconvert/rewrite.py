@@ -15,7 +15,10 @@ How it works:
    version, metadata, doc strings) is left exactly as it was. Our domain is added to opset_import.
 
 A model whose nodes are already in plugin form for the target is returned unchanged; plugin nodes
-for the other target are retargeted. Op types that only look like a DCN (``"unknown"`` form) are
+for the other target are retargeted. ``allow_tf32=True`` writes our plugin's optional ``allow_tf32 = 1``
+on every node (plugin nodes without it get it); without it the attribute is never added, and a
+plugin node that already has it keeps it (unless the target's plugin has no such field: then it is
+dropped, with a warning). Op types that only look like a DCN (``"unknown"`` form) are
 skipped with a warning; a recognised form that cannot be converted raises. A caller's ``keep``
 predicate can leave chosen recognised nodes exactly as they are (neither validated nor converted).
 """
@@ -26,7 +29,7 @@ import contextlib
 import io
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -51,6 +54,7 @@ class RewriteReport:
 
     Attributes:
         target: name of the target.
+        allow_tf32: whether ``allow_tf32 = 1`` was asked for.
         matches: every DCN node found (see :class:`~dcnconvert.match.DcnMatch`).
         rewritten: names (labels) of the nodes replaced or retargeted.
         unchanged: names of nodes already in plugin form for the target.
@@ -60,6 +64,7 @@ class RewriteReport:
     """
 
     target: str
+    allow_tf32: bool = False
     matches: list[DcnMatch] = field(default_factory=list)
     rewritten: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
@@ -69,6 +74,7 @@ class RewriteReport:
     def to_dict(self) -> dict:
         return {
             "target": self.target,
+            "allow_tf32": self.allow_tf32,
             "matches": [m.to_dict() for m in self.matches],
             "rewritten": list(self.rewritten),
             "unchanged": list(self.unchanged),
@@ -185,8 +191,15 @@ def _dtype(match: DcnMatch, info_dtypes: dict[str, int], warnings: list[str]) ->
     return onnx.TensorProto.FLOAT
 
 
+def _tf32_for(match: DcnMatch, target: schema.Target, allow_tf32: bool) -> bool:
+    """Whether the node written for ``match`` carries ``allow_tf32 = 1``: asked for, or already on the
+    node, where the target's plugin has the field."""
+    had = match.attrs is not None and match.attrs.allow_tf32
+    return target.has_allow_tf32 and (allow_tf32 or had)
+
+
 def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
-             shapes: dict[str, list | None], warnings: list[str]) -> list[gs.Node]:
+             shapes: dict[str, list | None], warnings: list[str], allow_tf32: bool) -> list[gs.Node]:
     """Build the plugin node (and helpers) for ``match`` in place of ``old``."""
     builder.nodes = []
     t = builder.tensors
@@ -222,7 +235,7 @@ def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.
         op=schema.PLUGIN_NAME,
         name=match.node_name,
         domain=schema.PLUGIN_DOMAIN,
-        attrs=match.attrs.node_attrs(target),
+        attrs=replace(match.attrs, allow_tf32=_tf32_for(match, target, allow_tf32)).node_attrs(target),
         inputs=inputs,
         outputs=outputs,
     )
@@ -236,6 +249,7 @@ def rewrite_model(
     require_match: bool = False,
     inplace: bool = False,
     keep: Callable[[DcnMatch], bool] | None = None,
+    allow_tf32: bool = False,
 ) -> tuple[onnx.ModelProto, RewriteReport]:
     """Replace every DCN node of ``model`` by a ``ModulatedDeformConv2d`` plugin node.
 
@@ -248,6 +262,9 @@ def rewrite_model(
         keep: called with the match of every recognised DCN node; a node for which it returns True
             is left exactly as it is (neither validated nor converted) and listed in
             ``report.skipped``. Kept nodes still count as DCN nodes for ``require_match``.
+        allow_tf32: write ``allow_tf32 = 1`` on every plugin node: FLOAT32 layers of our plugin may
+            then use TF32 math (FLOAT16/BFLOAT16 ignore it). Only for a target whose plugin has the
+            field (``dcnconvert``).
 
     Returns:
         (the rewritten model, a :class:`RewriteReport`).
@@ -256,10 +273,12 @@ def rewrite_model(
         ValidationError: a DCN node with invalid attributes or inconsistent shapes.
         UnsupportedNodeError: a DCN node that cannot be converted (or not for ``target``).
         NoMatchError: no DCN node and ``require_match``.
-        UsageError: unknown target.
+        UsageError: unknown target, or ``allow_tf32`` for a target without the field.
     """
     target = resolve_target(target)
-    report = RewriteReport(target=target.name)
+    if allow_tf32 and not target.has_allow_tf32:
+        raise schema.tf32_target_error(target, "allow_tf32=True")
+    report = RewriteReport(target=target.name, allow_tf32=bool(allow_tf32))
     light = onnx_io.skeleton(model)
     info = graph_info(light, infer_shapes_safely(light))
     matches = find_dcn_nodes(light, info=info)
@@ -281,10 +300,16 @@ def rewrite_model(
     validate_matches(known, target)
     work = []
     for m in known:
-        if m.form == "dcnconvert.ModulatedDeformConv2d" and m.node_target == target.name:
+        had_tf32 = m.attrs is not None and m.attrs.allow_tf32
+        if (m.form == "dcnconvert.ModulatedDeformConv2d" and m.node_target == target.name
+                and had_tf32 == _tf32_for(m, target, allow_tf32)):
             report.unchanged.append(m.label)
         else:
             work.append(m)
+            if had_tf32 and not target.has_allow_tf32:
+                report.warnings.append(
+                    f"node '{m.label}': {schema.ATTR_ALLOW_TF32} = 1 dropped: the plugin of --target "
+                    f"{target.name} has no such field")
     out = model if inplace else _copy(model)
     if not work:
         return out, report
@@ -295,7 +320,7 @@ def rewrite_model(
     new_initializers: list[onnx.TensorProto] = []
     for m in work:
         old = builder.graph.nodes[m.index]
-        new_nodes = _replace(builder, m, target, old, m.shapes, report.warnings)
+        new_nodes = _replace(builder, m, target, old, m.shapes, report.warnings, allow_tf32)
         replacements[m.index] = [OnnxExporter.export_node(n) for n in new_nodes]
         for n in new_nodes:
             for tensor in n.inputs:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dcnconvert.errors import UsageError
+
 #: op_type of every rewritten node; also the plugin (creator) name.
 PLUGIN_NAME = "ModulatedDeformConv2d"
 
@@ -31,11 +33,17 @@ ATTR_PADDING = "padding"
 ATTR_DILATION = "dilation"
 ATTR_GROUP = "group"
 ATTR_DEFORMABLE_GROUP = "deformable_group"
+#: Optional INT attribute of our plugin (``dcnconvert`` target only): 1 lets FLOAT32 layers use TF32
+#: tensor-core math (operands rounded to a 10-bit mantissa, FP32 accumulation); 0 or absent keeps
+#: FP32-accurate math. FLOAT16/BFLOAT16 layers ignore it. The rewrite writes it only when asked
+#: (``rewrite --allow-tf32``, ``convert/build --tf32``), so other rewritten models do not change.
+ATTR_ALLOW_TF32 = "allow_tf32"
 #: STRING attributes read by the ONNX parser to choose the creator.
 ATTR_PLUGIN_VERSION = "plugin_version"
 ATTR_PLUGIN_NAMESPACE = "plugin_namespace"
 
-#: The plugin fields, in the order the creator declares them, with their length.
+#: The required plugin fields, in the order the creator declares them, with their length. Every
+#: rewritten node carries them.
 PLUGIN_FIELDS: tuple[tuple[str, int], ...] = (
     (ATTR_STRIDE, 2),
     (ATTR_PADDING, 2),
@@ -43,6 +51,10 @@ PLUGIN_FIELDS: tuple[tuple[str, int], ...] = (
     (ATTR_GROUP, 1),
     (ATTR_DEFORMABLE_GROUP, 1),
 )
+
+#: The optional fields of our plugin, declared by the creator after the required ones: name, length
+#: and the value that applies when the node does not carry the attribute.
+OPTIONAL_PLUGIN_FIELDS: tuple[tuple[str, int, int], ...] = ((ATTR_ALLOW_TF32, 1, 0),)
 
 #: Plugin input order.
 INPUT_NAMES: tuple[str, ...] = ("x", "offset", "mask", "weight", "bias")
@@ -59,6 +71,8 @@ class Target:
         square_only: refuse non-square stride/padding/dilation (TensorRT's built-in plugin applies
             element 0 of each pair to the width axis).
         needs_plugin_library: whether our bundled library must be loaded to build an engine.
+        has_allow_tf32: whether the plugin has the optional ``allow_tf32`` field (TensorRT's
+            built-in plugin has none).
     """
 
     name: str
@@ -66,10 +80,11 @@ class Target:
     plugin_namespace: str
     square_only: bool
     needs_plugin_library: bool
+    has_allow_tf32: bool = False
 
 
-TARGET_DCNCONVERT = Target("dcnconvert", PLUGIN_VERSION, PLUGIN_NAMESPACE, False, True)
-TARGET_TRT_BUILTIN = Target("trt-builtin", "2", "", True, False)
+TARGET_DCNCONVERT = Target("dcnconvert", PLUGIN_VERSION, PLUGIN_NAMESPACE, False, True, True)
+TARGET_TRT_BUILTIN = Target("trt-builtin", "2", "", True, False, False)
 
 TARGETS: dict[str, Target] = {t.name: t for t in (TARGET_DCNCONVERT, TARGET_TRT_BUILTIN)}
 DEFAULT_TARGET = TARGET_DCNCONVERT.name
@@ -87,29 +102,46 @@ def target_of_node_attrs(attrs: dict[str, object]) -> Target | None:
 
 @dataclass(frozen=True)
 class DcnAttrs:
-    """Canonical attributes of one deformable convolution, pairs in ``(h, w)`` order."""
+    """Canonical attributes of one deformable convolution, pairs in ``(h, w)`` order.
+
+    ``allow_tf32`` is not part of the convolution's meaning: it is our plugin's opt-in to TF32 math
+    for FLOAT32 tensors (:data:`ATTR_ALLOW_TF32`); every other form reads as False.
+    """
 
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int] = (0, 0)
     dilation: tuple[int, int] = (1, 1)
     group: int = 1
     deformable_group: int = 1
+    allow_tf32: bool = False
 
     @property
     def is_square(self) -> bool:
         return all(p[0] == p[1] for p in (self.stride, self.padding, self.dilation))
 
     def node_attrs(self, target: Target) -> dict[str, object]:
-        """The plugin node's attributes for ``target`` (python ints/lists/strs, as onnx.helper types them)."""
-        return {
+        """The plugin node's attributes for ``target`` (python ints/lists/strs, as onnx.helper types them).
+
+        ``allow_tf32`` is written (as INT 1, after the required fields) only when it is True, so a
+        node that does not ask for TF32 is exactly what it was before the field existed.
+
+        Raises:
+            UsageError: ``allow_tf32`` is True and ``target``'s plugin has no such field.
+        """
+        attrs: dict[str, object] = {
             ATTR_STRIDE: [int(v) for v in self.stride],
             ATTR_PADDING: [int(v) for v in self.padding],
             ATTR_DILATION: [int(v) for v in self.dilation],
             ATTR_GROUP: int(self.group),
             ATTR_DEFORMABLE_GROUP: int(self.deformable_group),
-            ATTR_PLUGIN_VERSION: target.plugin_version,
-            ATTR_PLUGIN_NAMESPACE: target.plugin_namespace,
         }
+        if self.allow_tf32:
+            if not target.has_allow_tf32:
+                raise tf32_target_error(target, ATTR_ALLOW_TF32)
+            attrs[ATTR_ALLOW_TF32] = 1
+        attrs[ATTR_PLUGIN_VERSION] = target.plugin_version
+        attrs[ATTR_PLUGIN_NAMESPACE] = target.plugin_namespace
+        return attrs
 
     def output_hw(self, h: int, w: int, kh: int, kw: int) -> tuple[int, int]:
         """Output spatial size for an ``h x w`` input and a ``kh x kw`` kernel."""
@@ -119,6 +151,22 @@ class DcnAttrs:
         ho = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
         wo = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
         return ho, wo
+
+
+def tf32_target_error(target: Target, option: str) -> UsageError:
+    """The usage error for asking ``target`` for TF32 math through ``option``.
+
+    Args:
+        target: a target whose plugin has no ``allow_tf32`` field.
+        option: how the user asked (``--allow-tf32``, or the attribute name for library callers).
+    """
+    usable = next(t.name for t in TARGETS.values() if t.has_allow_tf32)
+    flag = "--target " if option.startswith("--") else "target "
+    return UsageError(
+        f"{option} asks for TF32 math in the DCN plugin, but {flag}{target.name} (plugin version "
+        f"'{target.plugin_version}', namespace '{target.plugin_namespace}') has no {ATTR_ALLOW_TF32} field",
+        hint=f"use {flag}{usable} (our bundled plugin) for TF32, or drop {option}",
+    )
 
 
 def is_plugin_node(node: object) -> bool:
