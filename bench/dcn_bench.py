@@ -1,0 +1,386 @@
+"""DCNv2 forward benchmark of issue 4: our fused kernel, our simple kernel, an im2col + cuBLAS
+baseline that follows TensorRT's built-in plugin (bench/baseline/) and torchvision, on the real
+layer shapes of dcn_perf.md §3, in FP32 (accurate), TF32 (fused only), FP16 and BF16.
+
+    python3 bench/dcn_bench.py [--shapes 'r50-*,bev-c4'] [--precisions fp16,bf16] [--quick] [--tiles]
+
+Every implementation sees the same random inputs (dcn_bench_gpu.py says which distributions).
+Time per call is device time: the calls of one measurement rotate among buffer sets that together
+exceed 2x the L2, are captured in one CUDA graph (CuPy stream capture; torch.cuda.CUDAGraph for
+torchvision) and replayed; the median over replays divided by the calls per graph is reported.
+Where a capture fails, the calls run back to back between two events and the row's method says
+"events". Accuracy: max|out - ref| / max|ref| and relative L2 against torchvision in float64 on
+the same rounded inputs. The tensor-core peaks come from a torch matmul (8192^3, random data).
+
+Writes results.json (written again after every shape) and results.md to --out (default $OUT, else
+build/dcn_bench/), prints the short table last. bench/dcn_bench_plot.py turns the JSON into a plot
+and the docs/benchmarks.md text. Unsupported or failing implementations become rows with a
+status; the run goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_shapes as bs
+import dcn_bench_report as report
+
+from dcnconvert import _core_ctypes as core
+
+DEFAULT_BASELINE = REPO / "build" / "libdcn_baseline.so"
+BUDGETS = {  # seconds of timed replays per measurement, replay count bounds, warm-up replays
+    "full": {"seconds": 0.25, "lo": 10, "hi": 200, "warmup": 2},
+    "tiles": {"seconds": 0.06, "lo": 5, "hi": 50, "warmup": 1},
+    "quick": {"seconds": 0.01, "lo": 3, "hi": 5, "warmup": 1},
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument(
+        "--shapes",
+        default="",
+        help="comma-separated names or globs (default all): " + ", ".join(s.name for s in bs.SHAPES),
+    )
+    p.add_argument(
+        "--precisions", default="", help="comma-separated subset of fp32,tf32,fp16,bf16 (default all)"
+    )
+    p.add_argument(
+        "--impls", default="", help="comma-separated subset of " + ",".join(bs.IMPLS) + " (default all)"
+    )
+    p.add_argument("--quick", action="store_true", help="few replays and a 4096^3 peak matmul (smoke test)")
+    p.add_argument("--tiles", action="store_true", help="also time every fused tile configuration per shape")
+    p.add_argument("--lib", default=None, help="core library (default $DCNCONVERT_CORE_LIB or build/)")
+    p.add_argument(
+        "--baseline-lib", default=str(DEFAULT_BASELINE), help="the im2col + cuBLAS baseline library"
+    )
+    p.add_argument(
+        "--no-build", action="store_true", help="do not run make core / build.sh when a library is missing"
+    )
+    p.add_argument("--out", default=None, help="output folder (default $OUT, else build/dcn_bench)")
+    p.add_argument("--budget", type=float, default=None, help="seconds of timed replays per measurement")
+    p.add_argument("--l2-factor", type=float, default=2.0, help="buffer sets total more than this x L2")
+    p.add_argument("--min-calls", type=int, default=16, help="at least this many calls per graph")
+    p.add_argument("--no-peak", action="store_true", help="skip the matmul peak measurement")
+    p.add_argument("--seed", type=int, default=20261130)
+    return p
+
+
+class _Impl:
+    name = "impls"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse and resolve the selections (``shape_list``, ``precision_list``, ``impl_list``, ``out_dir``)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.shape_list = bs.select(bs.SHAPES, args.shapes, "shape")
+        args.precision_list = bs.select(bs.PRECISIONS, args.precisions, "precision")
+        impls = bs.select(tuple(_Impl(n) for n in bs.IMPLS), args.impls, "implementation")
+    except ValueError as exc:
+        parser.error(str(exc))
+    args.impl_list = [i.name for i in impls]
+    args.out_dir = Path(args.out or os.environ.get("OUT") or REPO / "build" / "dcn_bench")
+    budget = dict(BUDGETS["quick" if args.quick else "full"])
+    if args.budget is not None:
+        if args.budget <= 0:
+            parser.error("--budget must be positive")
+        budget["seconds"] = args.budget
+    args.budget_main, args.budget_tiles = budget, BUDGETS["quick" if args.quick else "tiles"]
+    return args
+
+
+def _run(cmd: list[str], timeout: float = 600) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+
+
+def load_libs(args: argparse.Namespace) -> dict:
+    """Core and baseline libraries (building them when missing unless --no-build); errors as text."""
+    libs: dict = {"core": None, "baseline": None, "errors": {}}
+    core_path = Path(args.lib) if args.lib else core.library_path()
+    if not core_path.is_file() and not args.no_build and not args.lib:
+        rc, log = _run(["make", "-C", str(REPO), "core"])
+        print(f"[build] make core: rc={rc}\n{log[-800:]}", flush=True)
+    try:
+        libs["core"] = core.load(core_path)
+        fn = libs["core"].dcnFusedTileCount  # declared here: (void) -> int32_t
+        fn.argtypes, fn.restype = [], ctypes.c_int32
+    except AttributeError:
+        libs["tile_count_error"] = "dcnFusedTileCount missing from the core library"
+    except Exception as exc:  # noqa: BLE001
+        libs["errors"]["core"] = f"{type(exc).__name__}: {exc}"
+    base_path = Path(args.baseline_lib)
+    if not base_path.is_file() and not args.no_build and base_path == DEFAULT_BASELINE:
+        rc, log = _run(["bash", str(REPO / "bench" / "baseline" / "build.sh")])
+        print(f"[build] bench/baseline/build.sh: rc={rc}\n{log[-1500:]}", flush=True)
+    try:
+        import dcn_bench_gpu as gpu
+
+        libs["baseline"] = gpu.load_baseline(str(base_path))
+    except Exception as exc:  # noqa: BLE001
+        libs["errors"]["baseline"] = f"{type(exc).__name__}: {exc}"
+    return libs
+
+
+def environment(args: argparse.Namespace, libs: dict) -> dict:
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    meta = {
+        "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+        "sm_count": props["multiProcessorCount"],
+        "l2_bytes": props["l2CacheSize"],
+        "cc": f"{props['major']}.{props['minor']}",
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "cuda_driver_api": cupy.cuda.runtime.driverGetVersion(),
+        "cupy": cupy.__version__,
+        "python": platform.python_version(),
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        "offset_std": 2.0,
+        "quick": args.quick,
+        "lib_errors": libs["errors"],
+    }
+    rc, text = _run(
+        [
+            "nvidia-smi",
+            "--query-gpu=driver_version,clocks.sm,clocks.max.sm,power.limit",
+            "--format=csv,noheader",
+        ],
+        timeout=20,
+    )
+    meta["nvidia_smi"] = text.strip() if rc == 0 else None
+    meta["driver"] = text.split(",")[0].strip() if rc == 0 else None
+    rc, text = _run(["git", "rev-parse", "--short", "HEAD"], timeout=20)
+    meta["git"] = text.strip() if rc == 0 else None
+    for mod in ("torch", "torchvision"):
+        try:
+            meta[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001
+            meta[mod] = None
+    if libs["baseline"] is not None:
+        meta["cublas"] = libs["baseline"].baselineCublasVersion()
+    return meta
+
+
+def _row(shape, prec, impl: str, **kw) -> dict:
+    return {"shape": shape.name, "precision": prec.name, "impl": impl, **kw}
+
+
+def measure(gpu, make_call, shape, prec, impl: str, sets, ref, calls, budget, peak) -> dict:
+    """Eager call on set 0 (accuracy), then timing; any failure becomes the row's status."""
+    import cupy
+
+    try:
+        call = make_call()
+        if impl == "torchvision":
+            tsets = gpu.torch_sets(sets, prec)
+            out = call(tsets[0])
+            out64 = cupy.asarray(out.double())
+        else:
+            gpu.poison(sets[0]["out"], prec)
+            cupy.cuda.runtime.deviceSynchronize()
+            with cupy.cuda.Stream(non_blocking=True) as s:
+                call(sets[0])
+                s.synchronize()
+            out64 = gpu.to_float(sets[0]["out"], prec)
+        acc = gpu.errors(out64, ref) if ref is not None else {}
+        del out64
+        if impl == "torchvision":
+            t = gpu.time_torch(call, tsets, calls, budget)
+        else:
+            t = gpu.time_cupy(call, sets, calls, budget)
+    except gpu.ImplError as exc:
+        gpu.clear_cuda_error()
+        return _row(shape, prec, impl, status=exc.status, message=str(exc)[:500])
+    except Exception as exc:  # noqa: BLE001 - one failing implementation must not end the run
+        gpu.clear_cuda_error()
+        status = "n/a" if impl == "torchvision" and prec.name == "bf16" else "error"
+        msg = f"{type(exc).__name__}: {exc}"
+        if status == "error":
+            msg += " | " + traceback.format_exc(limit=3).replace("\n", " ")[-300:]
+        return _row(shape, prec, impl, status=status, message=msg[:800])
+    tf = bs.tflops(shape.flop, t["us"])
+    pk = peak.get(prec.name)
+    return _row(
+        shape,
+        prec,
+        impl,
+        status="ok",
+        tflops=tf,
+        frac_peak=(tf / pk if tf and pk else None),
+        sets=len(sets),
+        **acc,
+        **t,
+    )
+
+
+def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict) -> None:
+    import cupy
+
+    for prec in args.precision_list:
+        t0 = time.perf_counter()
+        nsets = bs.buffer_sets(shape.set_bytes(prec.itemsize), l2, factor=args.l2_factor)
+        calls = bs.calls_per_graph(nsets, args.min_calls)
+        seed = args.seed + zlib.crc32(shape.name.encode()) % 100000 * 1000
+        sets, ref = None, None
+        try:
+            sets = [gpu.make_set(shape, prec, seed + i) for i in range(nsets)]
+            ref = gpu.reference(shape, prec, sets[0])
+        except Exception as exc:  # noqa: BLE001 - without a reference the rows carry no error
+            print(
+                f"[{shape.name} {prec.name}] inputs/reference failed: {type(exc).__name__}: {exc}", flush=True
+            )
+            if sets is None:
+                continue
+        cupy.cuda.runtime.deviceSynchronize()  # the sets were made on the legacy stream
+        factories = {
+            "fused": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED),
+            "simple": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_SIMPLE),
+            "baseline": lambda p=prec: gpu.baseline_impl(libs["baseline"], shape, p),
+            "torchvision": lambda: gpu.torchvision_impl(shape),
+        }
+        for impl in prec.impls:
+            if impl not in args.impl_list:
+                continue
+            lib_key = {"fused": "core", "simple": "core", "baseline": "baseline"}.get(impl)
+            if lib_key and libs[lib_key] is None:
+                row = _row(
+                    shape,
+                    prec,
+                    impl,
+                    status="error",
+                    message=f"no {lib_key} library: " + libs["errors"].get(lib_key, "?"),
+                )
+            else:
+                row = measure(
+                    gpu, factories[impl], shape, prec, impl, sets, ref, calls, args.budget_main, peak
+                )
+            result["rows"].append(row)
+            print(_progress(row), flush=True)
+        if args.tiles and libs["core"] is not None and "fused" in prec.impls and "fused" in args.impl_list:
+            count = libs["core"].dcnFusedTileCount() if "tile_count_error" not in libs else 0
+            for i in range(count):
+                make = lambda i=i, p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED_TILE + i)  # noqa: E731
+                row = measure(gpu, make, shape, prec, "fused", sets, ref, calls, args.budget_tiles, peak)
+                row["tile"] = i
+                result["tiles"].append(row)
+                print(f"{_progress(row)} tile {i}", flush=True)
+        del sets, ref
+        cupy.get_default_memory_pool().free_all_blocks()
+        _free_torch()
+        took = time.perf_counter() - t0
+        print(f"[{shape.name} {prec.name}] {nsets} sets x {calls} calls/graph, {took:.1f}s", flush=True)
+
+
+def _free_torch() -> None:
+    try:
+        import torch
+
+        torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _progress(row: dict) -> str:
+    head = f"  {row['shape']:14s} {row['precision']:5s} {row['impl']:12s}"
+    if row["status"] != "ok":
+        return f"{head} {row['status']}: {row.get('message', '')[:160]}"
+    err = row.get("max_rel_err")
+    return f"{head} {row['us']:10.2f} us {row['method']:11s} err {err if err is None else f'{err:.2e}'}"
+
+
+def _clean(obj):
+    """JSON-safe copy: non-finite floats become None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_outputs(result: dict, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / "results.json.tmp"
+    tmp.write_text(
+        json.dumps(_clean(result), indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8"
+    )
+    tmp.replace(out_dir / "results.json")
+    (out_dir / "results.md").write_text(report.markdown(result), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import cupy
+    import dcn_bench_gpu as gpu
+
+    try:  # torch first: its libcublas is then the one the baseline library binds to
+        import torch  # noqa: F401
+    except ImportError:
+        print("[env] torch is not importable: no torchvision rows, no reference, no peak", flush=True)
+    libs = load_libs(args)
+    result = {"meta": environment(args, libs), "peak": {}, "shapes": [], "rows": [], "tiles": []}
+    l2 = int(result["meta"]["l2_bytes"]) or 50 << 20
+    print(f"[env] {json.dumps(result['meta'])}", flush=True)
+    if not args.no_peak:
+        size, reps = (4096, 5) if args.quick else (8192, 10)
+        for prec in args.precision_list:
+            try:
+                result["peak"][prec.name] = gpu.matmul_peak(prec.name, size, reps)
+            except Exception as exc:  # noqa: BLE001
+                print(f"[peak] {prec.name}: {exc}", flush=True)
+            _free_torch()
+        print(f"[peak] TFLOP/s ({size}^3 torch matmul): {result['peak']}", flush=True)
+    result["meta"]["peak_matmul_size"] = None if args.no_peak else size
+    for shape in args.shape_list:
+        result["shapes"].append(shape.as_dict())
+        print(f"[{shape.name}] {shape.model} {shape.desc}", flush=True)
+        try:
+            run_shape(gpu, args, libs, shape, result["peak"], l2, result)
+        except Exception as exc:  # noqa: BLE001
+            print(f"[{shape.name}] FAILED: {type(exc).__name__}: {exc}", flush=True)
+            traceback.print_exc()
+            gpu.clear_cuda_error()
+            cupy.get_default_memory_pool().free_all_blocks()
+        write_outputs(result, args.out_dir)
+    write_outputs(result, args.out_dir)
+    print(f"\nwrote {args.out_dir / 'results.json'} and results.md", flush=True)
+    if args.tiles:
+        print(report.tiles_table(result))
+    print(report.error_summary(result))
+    print("\n".join(report.acceptance(result)))
+    print(f"peak TFLOP/s: {', '.join(f'{k} {v:.0f}' for k, v in result['peak'].items())}")
+    print(report.short_table(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

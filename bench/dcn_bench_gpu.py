@@ -1,0 +1,425 @@
+"""GPU helpers of the DCNv2 benchmark (bench/dcn_bench.py): inputs, float64 reference, errors,
+implementations as callables, graph timing and the matmul peak. CuPy and PyTorch are imported
+inside the functions, so importing this module needs neither.
+
+Inputs (per buffer set i, seeded by the shape and i, identical for every implementation and, up to
+rounding, for every precision): x ~ N(0, 1), offset ~ N(0, 2^2) (standard deviation 2 pixels),
+mask ~ U(0, 1), weight ~ N(0, 1) / sqrt(Cin/group * kh * kw), bias ~ N(0, 1).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import time
+from collections.abc import Callable
+
+import bench_shapes as bs
+from bench_shapes import Precision, Shape
+
+from dcnconvert import _core_ctypes as core
+from dcnconvert.errors import UnsupportedNodeError
+
+OFFSET_STD = 2.0
+MSG_LEN = 1024
+
+
+class ImplError(Exception):
+    """An implementation could not run; ``status`` is "unsupported", "n/a" or "error"."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs and accuracy
+
+
+def to_storage(v, prec: Precision):
+    """FP32 CuPy array -> the buffer dtype of ``prec`` (BF16: round to nearest even, uint16 bits)."""
+    import cupy
+
+    if prec.dtype == bs.FLOAT32:
+        return v
+    if prec.dtype == bs.FLOAT16:
+        return v.astype(cupy.float16)
+    b = v.view(cupy.uint32)
+    return ((b + cupy.uint32(0x7FFF) + ((b >> 16) & cupy.uint32(1))) >> 16).astype(cupy.uint16)
+
+
+def to_float(v, prec: Precision, dtype: str = "float64"):
+    """Buffer of ``prec`` -> float64 (or float32) CuPy array, exactly."""
+    import cupy
+
+    if prec.dtype == bs.BFLOAT16:
+        return (v.astype(cupy.uint32) << 16).view(cupy.float32).astype(dtype)
+    return v.astype(dtype)
+
+
+def make_set(shape: Shape, prec: Precision, seed: int) -> dict:
+    """One buffer set: every input of one call (in ``prec``'s storage) and an output buffer."""
+    import cupy
+
+    rs = cupy.random.RandomState(seed)
+    kk = shape.kernel**2
+    f32 = cupy.float32
+    pix = (shape.ho, shape.wo)
+    vals = {
+        "x": rs.standard_normal((shape.n, shape.c, shape.h, shape.w), dtype=f32),
+        "offset": rs.standard_normal((shape.n, 2 * shape.dg * kk, *pix), dtype=f32) * f32(OFFSET_STD),
+        "mask": rs.uniform(0.0, 1.0, (shape.n, shape.dg * kk, *pix), dtype=f32),
+        "weight": rs.standard_normal(
+            (shape.cout, shape.c // shape.group, shape.kernel, shape.kernel), dtype=f32
+        )
+        / f32(math.sqrt(shape.c // shape.group * kk)),
+        "bias": rs.standard_normal((shape.cout,), dtype=f32) if shape.bias else None,
+    }
+    out = {k: (None if v is None else to_storage(v, prec)) for k, v in vals.items()}
+    out["out"] = cupy.empty((shape.n, shape.cout, *pix), dtype=prec.storage)
+    return out
+
+
+def poison(arr, prec: Precision) -> None:
+    """Fill an output with NaN (its bit pattern for BF16) so that unwritten elements show."""
+    if prec.dtype == bs.BFLOAT16:
+        arr.fill(0x7FC0)
+    else:
+        arr.fill(float("nan"))
+
+
+def reference(shape: Shape, prec: Precision, st: dict):
+    """float64 output on the GPU: torchvision.ops.deform_conv2d on float64 copies of the set."""
+    import cupy
+    import torch
+    import torchvision.ops
+
+    t = {
+        k: torch.as_tensor(to_float(v, prec), device="cuda")
+        for k, v in st.items()
+        if k != "out" and v is not None
+    }
+    ref = torchvision.ops.deform_conv2d(
+        t["x"],
+        t["offset"],
+        t["weight"],
+        t.get("bias"),
+        stride=(shape.stride, shape.stride),
+        padding=(shape.pad, shape.pad),
+        dilation=(shape.dilation, shape.dilation),
+        mask=t["mask"],
+    )
+    return cupy.asarray(ref)
+
+
+def errors(out64, ref64) -> dict:
+    """max|out - ref| / max|ref|, ||out - ref|| / ||ref|| and the count of non-finite outputs."""
+    import cupy
+
+    nonfinite = int((~cupy.isfinite(out64)).sum())
+    if nonfinite:
+        return {"max_rel_err": None, "rel_l2": None, "nonfinite": nonfinite}
+    diff = out64 - ref64
+    max_ref = float(cupy.abs(ref64).max())
+    l2_ref = float(cupy.linalg.norm(ref64.ravel()))
+    return {
+        "max_rel_err": float(cupy.abs(diff).max()) / max_ref if max_ref else None,
+        "rel_l2": float(cupy.linalg.norm(diff.ravel())) / l2_ref if l2_ref else None,
+        "nonfinite": 0,
+    }
+
+
+def clear_cuda_error() -> None:
+    """Reset the runtime's last error after a failed launch or capture (so it is not blamed later)."""
+    import cupy
+
+    fn = getattr(cupy.cuda.runtime, "getLastError", None)
+    if fn is not None:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the point is to swallow it
+            pass
+
+
+# ------------------------------------------------------------------------------------------------
+# implementations: each returns call(set) that enqueues one forward on the current stream
+
+
+def params_for(shape: Shape, prec: Precision, algo: int) -> core.DcnParams:
+    return core.make_params(
+        (shape.n, shape.c, shape.h, shape.w),
+        (shape.cout, shape.c // shape.group, shape.kernel, shape.kernel),
+        stride=(shape.stride, shape.stride),
+        padding=(shape.pad, shape.pad),
+        dilation=(shape.dilation, shape.dilation),
+        group=shape.group,
+        deformable_group=shape.dg,
+        with_bias=shape.bias,
+        dtype=prec.dtype,
+        algo=algo,
+        math=prec.math,
+    )
+
+
+def core_impl(lib: ctypes.CDLL, shape: Shape, prec: Precision, algo: int) -> Callable[[dict], None]:
+    """Our core library (fused, fused tile i or simple) through dcnconvert._core_ctypes.forward."""
+    import cupy
+
+    p = params_for(shape, prec, algo)
+    status, msg = core.validate(p, lib)
+    if status == core.UNSUPPORTED:
+        raise ImplError("unsupported", msg)
+    if status != core.SUCCESS:
+        raise ImplError("error", f"dcnValidate: {core.STATUS_NAMES.get(status, status)}: {msg}")
+    need = core.workspace_size(p, lib)
+    ws = cupy.empty((max(need, 1),), dtype=cupy.uint8) if need else None
+
+    def call(st: dict) -> None:
+        try:
+            core.forward(
+                p,
+                *(st[k] for k in ("x", "offset", "mask", "weight", "bias", "out")),
+                workspace=ws,
+                lib=lib,
+                check=False,
+            )
+        except UnsupportedNodeError as exc:
+            raise ImplError("unsupported", str(exc)) from exc
+
+    return call
+
+
+def load_baseline(path: str) -> ctypes.CDLL:
+    """Open build/libdcn_baseline.so and declare its C signatures."""
+    lib = ctypes.CDLL(path)
+    pp = ctypes.POINTER(core.DcnParams)
+    lib.baselineWorkspaceSize.argtypes = [pp, ctypes.POINTER(ctypes.c_size_t)]
+    lib.baselineWorkspaceSize.restype = ctypes.c_int
+    lib.baselineCublasVersion.argtypes = []
+    lib.baselineCublasVersion.restype = ctypes.c_int
+    lib.baselineForward.argtypes = [pp] + [ctypes.c_void_p] * 8 + [ctypes.c_size_t, ctypes.c_void_p]
+    lib.baselineForward.argtypes += [ctypes.c_char_p, ctypes.c_size_t]
+    lib.baselineForward.restype = ctypes.c_int
+    return lib
+
+
+def baseline_impl(lib: ctypes.CDLL, shape: Shape, prec: Precision) -> Callable[[dict], None]:
+    """The im2col + cuBLAS baseline (FP32 rows always Sgemm: TF32 maps to the FP32 row)."""
+    import cupy
+
+    p = params_for(shape, prec, core.ALGO_AUTO)
+    p.math = bs.MATH_ACCURATE
+    size = ctypes.c_size_t(0)
+    rc = lib.baselineWorkspaceSize(ctypes.byref(p), ctypes.byref(size))
+    if rc != 0:
+        raise ImplError("unsupported" if rc == core.UNSUPPORTED else "error", f"baselineWorkspaceSize: {rc}")
+    ws = cupy.empty((max(size.value, 16),), dtype=cupy.uint8)
+    buf = ctypes.create_string_buffer(MSG_LEN)
+
+    def call(st: dict) -> None:
+        stream = cupy.cuda.get_current_stream().ptr
+        bias = st["bias"].data.ptr if st["bias"] is not None else None
+        ptrs = [st[k].data.ptr for k in ("x", "offset", "mask", "weight")]
+        rc = lib.baselineForward(
+            ctypes.byref(p),
+            *ptrs,
+            bias,
+            st["out"].data.ptr,
+            ws.data.ptr,
+            ws.nbytes,
+            stream or None,
+            buf,
+            MSG_LEN,
+        )
+        if rc != 0:
+            status = "unsupported" if rc == core.UNSUPPORTED else "error"
+            raise ImplError(status, f"baselineForward: {rc}: {buf.value.decode('utf-8', 'replace')}")
+
+    return call
+
+
+def torch_sets(sets: list[dict], prec: Precision) -> list[dict]:
+    """Torch views (FP32/FP16, zero-copy) or exact BF16 copies of the CuPy sets."""
+    import torch
+
+    out = []
+    for st in sets:
+        t = {}
+        for k, v in st.items():
+            if k == "out" or v is None:
+                t[k] = None
+            elif prec.dtype == bs.BFLOAT16:
+                t[k] = torch.as_tensor(to_float(v, prec, "float32"), device="cuda").to(torch.bfloat16)
+            else:
+                t[k] = torch.as_tensor(v, device="cuda")
+        out.append(t)
+    return out
+
+
+def torchvision_impl(shape: Shape) -> Callable[[dict], object]:
+    """torchvision.ops.deform_conv2d on a torch set; returns the output tensor."""
+    import torchvision.ops
+
+    def call(t: dict):
+        return torchvision.ops.deform_conv2d(
+            t["x"],
+            t["offset"],
+            t["weight"],
+            t["bias"],
+            stride=(shape.stride, shape.stride),
+            padding=(shape.pad, shape.pad),
+            dilation=(shape.dilation, shape.dilation),
+            mask=t["mask"],
+        )
+
+    return call
+
+
+# ------------------------------------------------------------------------------------------------
+# timing
+
+
+def _summary(per_call_us: list[float], calls: int, replays: int, method: str) -> dict:
+    s = sorted(per_call_us)
+    mid = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+    return {
+        "us": mid,
+        "us_p10": s[int(0.1 * (len(s) - 1))],
+        "us_p90": s[int(round(0.9 * (len(s) - 1)))],
+        "calls": calls,
+        "replays": replays,
+        "method": method,
+    }
+
+
+def time_cupy(call: Callable[[dict], None], sets: list[dict], calls: int, budget: dict) -> dict:
+    """Median per-call device time of ``calls`` calls rotating over ``sets``, captured in one CuPy
+    graph and replayed; back-to-back calls between two events if the capture fails."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    nsets = len(sets)
+    capture_error = None
+    with stream:
+        for r in range(min(calls, nsets)):
+            call(sets[r % nsets])
+        stream.synchronize()
+        graph, err = None, None
+        stream.begin_capture()
+        try:
+            for r in range(calls):
+                call(sets[r % nsets])
+        except Exception as exc:  # noqa: BLE001 - any failure means: no graph
+            err = exc
+        try:
+            graph = stream.end_capture()
+        except Exception as exc:  # noqa: BLE001
+            err = err or exc
+        if err is not None:
+            graph, capture_error = None, f"{type(err).__name__}: {err}"
+            clear_cuda_error()
+
+        def run() -> None:
+            if graph is not None:
+                graph.launch(stream)
+            else:
+                for r in range(calls):
+                    call(sets[r % nsets])
+
+        for _ in range(budget["warmup"]):
+            run()
+        stream.synchronize()
+        t0 = time.perf_counter()
+        run()
+        stream.synchronize()
+        n = bs.replays_for(time.perf_counter() - t0, budget["seconds"], budget["lo"], budget["hi"])
+        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+        for start, stop in events:
+            start.record(stream)
+            run()
+            stop.record(stream)
+        events[-1][1].synchronize()
+    per_call = [cupy.cuda.get_elapsed_time(a, b) * 1e3 / calls for a, b in events]
+    res = _summary(per_call, calls, n, "graph" if graph is not None else "events")
+    if capture_error:
+        res["capture_error"] = capture_error[:300]
+    return res
+
+
+def time_torch(call: Callable[[dict], object], tsets: list[dict], calls: int, budget: dict) -> dict:
+    """As :func:`time_cupy` for a PyTorch callable: torch.cuda.CUDAGraph (its outputs kept alive, so
+    each call writes its own buffer), else back-to-back calls between events."""
+    import torch
+
+    nsets = len(tsets)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for r in range(min(calls, nsets)):
+            call(tsets[r % nsets])
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph, keep, capture_error = torch.cuda.CUDAGraph(), [], None
+    try:
+        with torch.cuda.graph(graph):
+            for r in range(calls):
+                keep.append(call(tsets[r % nsets]))
+    except Exception as exc:  # noqa: BLE001
+        graph, keep, capture_error = None, [], f"{type(exc).__name__}: {exc}"
+        torch.cuda.synchronize()
+
+    def run() -> None:
+        if graph is not None:
+            graph.replay()
+        else:
+            for r in range(calls):
+                call(tsets[r % nsets])
+
+    for _ in range(budget["warmup"]):
+        run()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    run()
+    torch.cuda.synchronize()
+    n = bs.replays_for(time.perf_counter() - t0, budget["seconds"], budget["lo"], budget["hi"])
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for start, stop in events:
+        start.record()
+        run()
+        stop.record()
+    torch.cuda.synchronize()
+    per_call = [a.elapsed_time(b) * 1e3 / calls for a, b in events]
+    res = _summary(per_call, calls, n, "torch-graph" if graph is not None else "events")
+    if capture_error:
+        res["capture_error"] = capture_error[:300]
+    keep.clear()
+    return res
+
+
+def matmul_peak(name: str, size: int, reps: int) -> float:
+    """TFLOP/s of a size^3 torch matmul on random data (median of ``reps`` after 3 warm-ups).
+    ``name``: fp16, bf16, tf32 (FP32 inputs, TF32 allowed) or fp32 (TF32 off)."""
+    import torch
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(name, torch.float32)
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if name == "tf32" else "highest")
+    try:
+        a = torch.randn(size, size, device="cuda", dtype=dtype)
+        b = torch.randn(size, size, device="cuda", dtype=dtype)
+        c = torch.empty(size, size, device="cuda", dtype=dtype)
+        for _ in range(3):
+            torch.matmul(a, b, out=c)
+        times = []
+        for _ in range(reps):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b, out=c)
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) * 1e-3)
+        times.sort()
+        del a, b, c
+        return 2.0 * size**3 / times[len(times) // 2] / 1e12
+    finally:
+        torch.set_float32_matmul_precision(old)

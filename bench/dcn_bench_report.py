@@ -1,0 +1,277 @@
+"""Tables of the DCNv2 benchmark's results (pure Python; used by dcn_bench.py and dcn_bench_plot.py).
+
+A result is the JSON object dcn_bench.py writes: ``meta``, ``peak`` (TFLOP/s per precision),
+``shapes`` (Shape.as_dict()), ``rows`` (one per shape x precision x implementation: ``status``
+"ok" / "unsupported" / "error" / "n/a", ``us`` per call, ``method``, ``tflops``, ``frac_peak``,
+``max_rel_err``, ``rel_l2``, ``message``) and ``tiles`` (the fused tile sweep, optional).
+"""
+
+from __future__ import annotations
+
+from bench_shapes import IMPLS, PRECISIONS
+
+_COMPARE = {p.name: p.compare_to for p in PRECISIONS}
+_SHORT_STATUS = {"unsupported": "unsup", "error": "ERR", "n/a": "n/a"}
+
+
+def index(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """Rows by (shape, precision, impl)."""
+    return {(r["shape"], r["precision"], r["impl"]): r for r in rows}
+
+
+def _us(row: dict | None) -> float | None:
+    if row is None or row.get("status") != "ok":
+        return None
+    return row.get("us")
+
+
+def other_row(idx: dict, shape: str, precision: str, impl: str) -> dict | None:
+    """The row that ``impl`` contributes to a (shape, precision) line: TF32 uses the FP32 rows
+    of simple/baseline/torchvision (TensorRT's plugin has no TF32 mode)."""
+    if impl == "fused":
+        return idx.get((shape, precision, impl))
+    return idx.get((shape, _COMPARE.get(precision, precision), impl))
+
+
+def ratios(idx: dict, shape: str, precision: str) -> dict[str, float | None]:
+    """Speed-up of the fused kernel over each other implementation (their µs / fused µs)."""
+    fused = _us(idx.get((shape, precision, "fused")))
+    out: dict[str, float | None] = {}
+    for impl in IMPLS[1:]:
+        other = _us(other_row(idx, shape, precision, impl))
+        out[impl] = other / fused if (fused and other) else None
+    return out
+
+
+def _cell_us(row: dict | None) -> str:
+    if row is None:
+        return "-"
+    if row.get("status") != "ok":
+        return _SHORT_STATUS.get(row.get("status", ""), "?")
+    return f"{row['us']:.1f}"
+
+
+def _fmt(v: float | None, spec: str, none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def lines_pairs(result: dict) -> list[tuple[str, str]]:
+    """(shape, precision) pairs present in the rows, in shape-table then precision order."""
+    present = {(r["shape"], r["precision"]) for r in result.get("rows", [])}
+    shapes = [s["name"] for s in result.get("shapes", [])]
+    precs = [p.name for p in PRECISIONS]
+    return [(s, p) for s in shapes for p in precs if (s, p) in present]
+
+
+def short_table(result: dict) -> str:
+    """The compact table printed last by dcn_bench.py (µs per call; ×: speed-up of fused)."""
+    idx = index(result.get("rows", []))
+    head = (
+        f"{'shape':14s}{'prec':5s}{'fused':>8s}{'simple':>8s}{'base':>8s}{'tvision':>8s}"
+        f"{'TF/s':>7s}{'%pk':>5s}{'xbase':>7s}{'xtv':>7s}{'xsimp':>7s}{'err':>9s}"
+    )
+    out = [head, "-" * len(head)]
+    for shape, prec in lines_pairs(result):
+        fused = idx.get((shape, prec, "fused"))
+        cells = [_cell_us(other_row(idx, shape, prec, impl)) for impl in IMPLS]
+        r = ratios(idx, shape, prec)
+        ok = fused is not None and fused.get("status") == "ok"
+        frac = fused.get("frac_peak") if ok else None
+        out.append(
+            f"{shape:14s}{prec:5s}"
+            + "".join(f"{c:>8s}" for c in cells)
+            + f"{_fmt(fused.get('tflops') if ok else None, '.1f'):>7s}"
+            + f"{_fmt(None if frac is None else 100 * frac, '.0f'):>5s}"
+            + "".join(f"{_fmt(r[i], '.2f'):>7s}" for i in ("baseline", "torchvision", "simple"))
+            + f"{_fmt(fused.get('max_rel_err') if ok else None, '.1e'):>9s}"
+        )
+    out.append(
+        "us = device time per call (median over graph replays / calls per graph); tf32 lines show the "
+        "fp32 simple/baseline/torchvision times; err = fused max|out-ref|/max|ref| vs float64"
+    )
+    return "\n".join(out)
+
+
+def error_summary(result: dict) -> str:
+    """Worst max-relative error and relative L2 per (precision, impl) over all shapes."""
+    worst: dict[tuple[str, str], tuple[float, float]] = {}
+    bad: list[str] = []
+    for r in result.get("rows", []):
+        if r.get("status") != "ok":
+            continue
+        key = (r["precision"], r["impl"])
+        if r.get("nonfinite") or r.get("max_rel_err") is None:
+            bad.append(f"{r['shape']}/{r['precision']}/{r['impl']}")
+            continue
+        m, l2 = worst.get(key, (0.0, 0.0))
+        worst[key] = (max(m, r["max_rel_err"]), max(l2, r.get("rel_l2") or 0.0))
+    parts = [f"{p}/{i} {m:.1e}/{l2:.1e}" for (p, i), (m, l2) in sorted(worst.items())]
+    text = "worst error (max rel / rel L2): " + ("; ".join(parts) if parts else "none")
+    if bad:
+        text += "\nNON-FINITE or missing output: " + ", ".join(bad)
+    return text
+
+
+def acceptance(result: dict) -> list[str]:
+    """The acceptance bars of issue 4, evaluated on this result (PASS / FAIL / n.a. per bar)."""
+    idx = index(result.get("rows", []))
+    shapes = {s["name"]: s for s in result.get("shapes", [])}
+    lines = []
+
+    def bar(label: str, values: list[tuple[str, float | None]], ok) -> None:
+        got = [(n, v) for n, v in values if v is not None]
+        if not got:
+            lines.append(f"n.a.  {label}: no fused results")
+            return
+        worst = min(got, key=lambda t: t[1]) if ok is not None else got[0]
+        failed = [n for n, v in got if not ok(v)]
+        missing = len(values) - len(got)
+        verdict = "FAIL" if failed else ("PASS" if not missing else "part")
+        extra = f" (missing {missing})" if missing else ""
+        lines.append(
+            f"{verdict:5s} {label}: worst {worst[0]} {worst[1]:.2f}{extra}"
+            + (f"; failing: {', '.join(failed)}" if failed else "")
+        )
+
+    for prec in ("fp16", "bf16"):
+        big = [n for n, s in shapes.items() if s["cout"] >= 128 and (n, prec, "fused") in idx]
+        allp = [n for n in shapes if (n, prec, "fused") in idx]
+        for impl in ("baseline", "torchvision"):
+            vals = [(n, ratios(idx, n, prec)[impl]) for n in big]
+            bar(f"{prec} x{impl} >= 2.5 (Cout >= 128)", vals, lambda v: v >= 2.5)
+        bar(
+            f"{prec} xbaseline >= 1.0 (all shapes)",
+            [(n, ratios(idx, n, prec)["baseline"]) for n in allp],
+            lambda v: v >= 1.0,
+        )
+        for name, need in (("bev-c4", 0.60), ("r50-c4", 0.40)):
+            row = idx.get((name, prec, "fused"))
+            frac = row.get("frac_peak") if row and row.get("status") == "ok" else None
+            if row is not None:
+                bar(f"{prec} {name} fraction of peak >= {need:.2f}", [(name, frac)], lambda v, n=need: v >= n)
+    for prec, need in (("fp32", 1.3), ("tf32", 3.0)):
+        names = [n for n in shapes if (n, prec, "fused") in idx]
+        bar(
+            f"{prec} xbaseline(fp32) >= {need}",
+            [(n, ratios(idx, n, prec)["baseline"]) for n in names],
+            lambda v, n=need: v >= n,
+        )
+    errs = []
+    for n in shapes:
+        f, s = idx.get((n, "fp32", "fused")), idx.get((n, "fp32", "simple"))
+        if f and s and f.get("status") == "ok" and s.get("status") == "ok" and s.get("max_rel_err"):
+            if f.get("max_rel_err") is not None:
+                errs.append((n, f["max_rel_err"] / s["max_rel_err"]))
+    if errs:
+        worst = max(errs, key=lambda t: t[1])
+        verdict = "PASS" if worst[1] <= 1.0 else "FAIL"
+        lines.append(f"{verdict:5s} fp32 fused error <= simple's: worst ratio {worst[0]} {worst[1]:.2f}")
+    return lines
+
+
+def best_tiles(result: dict) -> list[dict]:
+    """Per (shape, precision) of the tile sweep: the fastest tile, its µs and the AUTO fused µs."""
+    idx = index(result.get("rows", []))
+    best: dict[tuple[str, str], dict] = {}
+    for t in result.get("tiles", []):
+        if t.get("status") != "ok" or t.get("us") is None:
+            continue
+        key = (t["shape"], t["precision"])
+        if key not in best or t["us"] < best[key]["us"]:
+            best[key] = t
+    out = []
+    for (shape, prec), t in best.items():
+        fused = _us(idx.get((shape, prec, "fused")))
+        ok = sum(
+            1
+            for x in result["tiles"]
+            if (x["shape"], x["precision"]) == (shape, prec) and x["status"] == "ok"
+        )
+        out.append(
+            {"shape": shape, "precision": prec, "tile": t["tile"], "us": t["us"], "fused_us": fused, "ok": ok}
+        )
+    return out
+
+
+def tiles_table(result: dict) -> str:
+    """Text table of :func:`best_tiles`."""
+    rows = best_tiles(result)
+    if not rows:
+        return "tile sweep: no successful tile"
+    out = [f"{'shape':14s}{'prec':5s}{'best tile':>10s}{'us':>9s}{'fused us':>10s}{'tiles ok':>9s}"]
+    for r in rows:
+        out.append(
+            f"{r['shape']:14s}{r['precision']:5s}{r['tile']:>10d}{r['us']:>9.1f}"
+            f"{_fmt(r['fused_us'], '.1f'):>10s}{r['ok']:>9d}"
+        )
+    return "\n".join(out)
+
+
+def markdown(result: dict) -> str:
+    """Full Markdown tables: times and ratios, then accuracy, then the timing methods."""
+    idx = index(result.get("rows", []))
+    shapes = {s["name"]: s for s in result.get("shapes", [])}
+    peak = result.get("peak", {})
+    out = ["| precision | measured peak (TFLOP/s, torch matmul) |", "|---|---|"]
+    out += [f"| {k} | {_fmt(v, '.1f')} |" for k, v in peak.items()]
+    out += [
+        "",
+        "| shape | layer | prec | fused µs | simple µs | baseline µs | torchvision µs | fused TFLOP/s "
+        "| fused % peak | × baseline | × torchvision | × simple |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    pairs = lines_pairs(result)
+    for shape, prec in pairs:
+        fused = idx.get((shape, prec, "fused"))
+        ok = fused is not None and fused.get("status") == "ok"
+        r = ratios(idx, shape, prec)
+        cells = [_cell_us(other_row(idx, shape, prec, i)) for i in IMPLS]
+        frac = fused.get("frac_peak") if ok else None
+        s = shapes.get(shape, {})
+        out.append(
+            f"| {shape} | {s.get('model', '')} {s.get('desc', '')} | {prec} | "
+            + " | ".join(cells)
+            + f" | {_fmt(fused.get('tflops') if ok else None, '.1f')}"
+            + f" | {_fmt(None if frac is None else 100 * frac, '.1f')}"
+            + "".join(f" | {_fmt(r[i], '.2f')}" for i in ("baseline", "torchvision", "simple"))
+            + " |"
+        )
+    out += [
+        "",
+        "Error vs the float64 reference on the same rounded inputs: max\\|out − ref\\| / max\\|ref\\| "
+        "and ‖out − ref‖₂ / ‖ref‖₂.",
+        "",
+        "| shape | prec | fused | simple | baseline | torchvision |",
+        "|---|---|---|---|---|---|",
+    ]
+    for shape, prec in pairs:
+        cells = []
+        for impl in IMPLS:
+            row = idx.get((shape, prec, impl))
+            if row is None:
+                cells.append("-")
+            elif row.get("status") != "ok":
+                cells.append(row.get("status", "?"))
+            elif row.get("max_rel_err") is None:
+                cells.append("non-finite")
+            else:
+                cells.append(f"{row['max_rel_err']:.1e} / {row['rel_l2']:.1e}")
+        out.append(f"| {shape} | {prec} | " + " | ".join(cells) + " |")
+    odd = [r for r in result.get("rows", []) if r.get("status") == "ok" and r.get("method") != "graph"]
+    failed = [r for r in result.get("rows", []) if r.get("status") in ("error", "unsupported", "n/a")]
+    if odd:
+        counts: dict[str, int] = {}
+        for r in odd:
+            key = f"{r['impl']} ({r['method']})"
+            counts[key] = counts.get(key, 0) + 1
+        out += [
+            "",
+            "Rows not timed by CuPy graph replay: " + ", ".join(f"{k}: {v}" for k, v in counts.items()),
+        ]
+    if failed:
+        out += ["", "Rows without a time:", ""]
+        out += [
+            f"- {r['shape']}/{r['precision']}/{r['impl']}: {r['status']} — {r.get('message', '')[:200]}"
+            for r in failed
+        ]
+    return "\n".join(out) + "\n"
