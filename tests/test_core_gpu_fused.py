@@ -62,9 +62,17 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
     data_type = "float32" if dtype == "tf32" else dtype
     math = core.MATH_TF32 if dtype == "tf32" else core.MATH_ACCURATE
     inputs, ref, absref = inputs_refs(case, data_type)
+    from dcnconvert.errors import UnsupportedNodeError
+
     first = None
+    ran = 0
     for tile in range(tile_count(lib)):
-        out = run_core(lib, case, data_type, inputs, core.ALGO_FUSED_TILE + tile, math=math)
+        try:
+            out = run_core(lib, case, data_type, inputs, core.ALGO_FUSED_TILE + tile, math=math)
+        except UnsupportedNodeError as exc:  # a large tile whose plans do not fit in shared memory
+            assert "shared memory" in str(exc), str(exc)
+            continue
+        ran += 1
         if dtype == "tf32":
             numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
         elif dtype == "float32":
@@ -75,7 +83,8 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
         if first is None:
             first = out
         else:
-            assert np.array_equal(out, first), f"tile {tile} differs from tile 0 (K order must not depend on the tile)"
+            assert np.array_equal(out, first), f"tile {tile} differs from the first tile (K order must not depend on it)"
+    assert ran >= 2, f"only {ran} tile configurations took the case"
 
 
 @pytest.mark.gpu

@@ -66,15 +66,23 @@ DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
 template <typename T, int TILE>
 using TileOf = Tile<T, kTiles[TILE].bm, kTiles[TILE].bn, kTiles[TILE].warpsM, kTiles[TILE].stages>;
 
-size_t smemBytesFor(int tile, int32_t dtype, int kk, int slots)
+/* Shared memory of `tile` for dtype: stages, plans and (ring x slotElems) staged input. */
+size_t smemBytesFor(int tile, int32_t dtype, int kk, int slots, int ring, int slotElems)
 {
     TileShape const& t = kTiles[tile];
     size_t const elem = dtype == kDCN_FLOAT32 ? 4 : 2;
     size_t const lda = 32 + (elem == 4 ? 4 : 8);
     size_t const ab = size_t(t.bm) * lda * elem;
     size_t const bb = size_t(32) * (t.bn + 8) * elem;
-    return t.stages * (ab + bb) + size_t(slots) * kk * t.bn * (sizeof(float4) + sizeof(int32_t));
+    return t.stages * (ab + bb) + size_t(slots) * kk * t.bn * (sizeof(float4) + 2 * sizeof(int32_t))
+        + size_t(ring) * slotElems * elem;
 }
+
+/* How a block stages its input rows (dcnFusedKernel.cuh, FusedArgs): ring = 0 means not at all. */
+struct Staging
+{
+    int ring = 0, slotElems = 0, before = 0, after = 0;
+};
 
 /* Plan slots: the most deformable groups that one chunk of 32 consecutive K rows can touch when
  * each group spans cPerDg * kh * kw rows (1 when there is one group). */
@@ -102,9 +110,44 @@ char const* unsupportedReason(DcnParams const& p, int tile, Device const& d)
         return "a plane, the pixel count or K exceeds 32-bit tile indexing";
     if ((mg + kTiles[tile].bm - 1) / kTiles[tile].bm > 65535 || p.group > 65535)
         return "too many channel tiles or groups for the grid";
-    if (smemBytesFor(tile, p.dtype, static_cast<int>(kk), planSlots(p)) > static_cast<size_t>(d.smemOptin))
+    if (smemBytesFor(tile, p.dtype, static_cast<int>(kk), planSlots(p), 0, 0) > static_cast<size_t>(d.smemOptin))
         return "the sampling plans of this kernel size and deformable grouping do not fit in shared memory";
     return nullptr;
+}
+
+/* The widest margin (rows above and below the nominal sampling rows, for the offsets) whose input
+ * window still fits in shared memory next to the pipeline; no staging when none fits or x is not
+ * 16-byte aligned. */
+Staging chooseStaging(DcnParams const& p, int tile, Device const& d, void const* x)
+{
+    Staging st;
+#ifdef DCN_FUSED_NO_STAGING // experiments: every sample gathers from global memory
+    return st;
+#endif
+    if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
+        return st;
+    int const kk = p.kh * p.kw;
+    int const vec = p.dtype == kDCN_FLOAT32 ? 4 : 8;
+    int const bn = kTiles[tile].bn;
+    int64_t const dRows = (p.wo + bn - 2) / p.wo; // output rows a tile can span, minus one
+    int const ring = (63 + kk - 1) / kk + 1;      // channels two consecutive chunks can touch
+    for (int r : {4, 2, 1})
+    {
+        int64_t const rows = dRows * p.strideH + int64_t(p.kh - 1) * p.dilationH + 2 * r + 2;
+        int64_t const elems = ((rows < p.h ? rows : p.h) * p.w + vec - 1 + vec - 1) / vec * vec;
+        if (elems > (int64_t{1} << 24))
+            continue;
+        size_t const bytes = smemBytesFor(tile, p.dtype, kk, planSlots(p), ring, static_cast<int>(elems));
+        if (bytes <= static_cast<size_t>(d.smemOptin))
+        {
+            st.ring = ring;
+            st.slotElems = static_cast<int>(elems);
+            st.before = p.padH + r;
+            st.after = -p.padH + (p.kh - 1) * p.dilationH + r + 2;
+            return st;
+        }
+    }
+    return st;
 }
 
 /* Modelled time of one tile choice (arbitrary units): waves of blocks x the block's time, where a
@@ -144,7 +187,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, vo
         }
         configured.fetch_or(bit, std::memory_order_acq_rel);
     }
-    size_t const smem = C::smemBytes(a.kk, a.planSlots);
+    size_t const smem = C::smemBytes(a.kk, a.planSlots, a.stageSlots, a.slotElems);
     dim3 const grid(static_cast<unsigned>((a.pixels + C::BN - 1) / C::BN),
         static_cast<unsigned>((a.mg + C::BM - 1) / C::BM), static_cast<unsigned>(p.group));
     kernel<<<grid, kThreads, smem, stream>>>(a, static_cast<T const*>(x), static_cast<T const*>(offset),
@@ -181,7 +224,7 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
 }
 static_assert(kTileCount == 6, "launchMath lists every tile");
 
-FusedArgs makeArgs(DcnParams const& p, void const* weight)
+FusedArgs makeArgs(DcnParams const& p, void const* weight, Staging const& st)
 {
     FusedArgs a{};
     int64_t const kk = int64_t(p.kh) * p.kw;
@@ -211,6 +254,11 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight)
     a.withBias = p.withBias;
     size_t const elem = p.dtype == kDCN_FLOAT32 ? 4 : 2;
     a.aVec = (a.kg * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(weight) % 16 == 0;
+    a.xTotal = p.n * a.xImg;
+    a.stageSlots = st.ring;
+    a.slotElems = st.slotElems;
+    a.winBefore = st.before;
+    a.winAfter = st.after;
     a.divKK.init(static_cast<uint32_t>(kk));
     a.divCPerDg.init(static_cast<uint32_t>(p.c / p.deformableGroup));
     a.divHoWo.init(static_cast<uint32_t>(p.ho * p.wo));
@@ -262,7 +310,7 @@ DcnStatus forward(DcnParams const& p, int32_t tile, void const* x, void const* o
         setMsg(msg, msgLen, "fused kernel (tile %d): %s", tile, why);
         return kDCN_UNSUPPORTED;
     }
-    FusedArgs const a = makeArgs(p, weight);
+    FusedArgs const a = makeArgs(p, weight, chooseStaging(p, tile, d, x));
     switch (p.dtype)
     {
     case kDCN_FLOAT16:

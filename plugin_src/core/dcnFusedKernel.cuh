@@ -55,6 +55,14 @@ struct FusedArgs
     int32_t planSlots; // plan slots: at least the deformable groups one chunk of BK rows can touch
     int32_t withBias;
     int32_t aVec; // weight rows are 16-byte aligned: vector loads
+    // Input staging: each block copies, per input channel, the rows its samples can reach (its
+    // output rows widened by the kernel extent and a margin) into a ring of shared-memory slots,
+    // and gathers from there; samples outside that window read global memory.
+    int64_t xTotal;     // elements of x (the copies never read past its end)
+    int32_t stageSlots; // channel slots of the ring (0: no staging)
+    int32_t slotElems;  // elements per slot (16-byte multiple, alignment slack included)
+    int32_t winBefore;  // window rows: [oyFirst*strideH - winBefore, oyLast*strideH + winAfter)
+    int32_t winAfter;
     FastDiv divKK, divCPerDg, divHoWo, divWo;
 };
 
@@ -87,10 +95,12 @@ struct Tile
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BN % 32 == 0, "tile shape");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
 
-    /* Dynamic shared memory of one block for kk kernel points and `slots` plan slots. */
-    static __host__ __device__ size_t smemBytes(int kk, int slots)
+    /* Dynamic shared memory of one block: pipeline stages, `slots` sampling plans of kk kernel
+     * points (weights, global index, window index), `ring` staged channels of slotElems. */
+    static __host__ __device__ size_t smemBytes(int kk, int slots, int ring, int slotElems)
     {
-        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int32_t));
+        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + 2 * sizeof(int32_t))
+            + size_t(ring) * slotElems * sizeof(T);
     }
 };
 
@@ -101,9 +111,17 @@ __device__ __forceinline__ T ldT(T const* p)
 }
 
 /* Builds the plan of deformable group dg into slot `slot` (producer threads only). */
+struct Window
+{
+    uint32_t n0; // image of the block's first pixel (pixels of another image are not staged)
+    int32_t y0;  // first and one-past-last staged input row
+    int32_t y1;
+};
+
 template <typename T, class C>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
-    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int32_t* planI, int ptid)
+    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int32_t* planI, int32_t* planS,
+    Window const& win, int ptid)
 {
     using dcn::simple::toFloat;
     int const total = a.kk * C::BN;
@@ -114,6 +132,7 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
         int64_t const p = p0 + pl;
         float4 wv = make_float4(0.f, 0.f, 0.f, 0.f);
         int32_t idx = 0;
+        int32_t sIdx = -1;
         if (p < a.pixels)
         {
             uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
@@ -176,12 +195,46 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
                     }
                     wv = make_float4(mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1);
                     idx = static_cast<int32_t>(yc * a.w + xc);
+                    if (a.stageSlots > 0 && n == win.n0 && yc >= win.y0 && yc + 1 < win.y1)
+                    {
+                        sIdx = static_cast<int32_t>((yc - win.y0) * a.w + xc);
+                    }
                 }
             }
         }
         int const at = (slot * a.kk + kp) * C::BN + pl;
         planW[at] = wv;
         planI[at] = idx;
+        planS[at] = sIdx;
+    }
+}
+
+/* Copies the windows of input channels [cFrom, cTo] into their ring slots (cp.async, not waited). */
+template <typename T, class C>
+__device__ __forceinline__ void stageChannels(FusedArgs const& a, T const* __restrict__ x, T* sWin, Window const& win,
+    int cFrom, int cTo, int ptid)
+{
+    constexpr int VEC = 16 / sizeof(T);
+    int const winElems = (win.y1 - win.y0) * a.w;
+    if (cTo < cFrom || winElems <= 0)
+        return;
+    int64_t const rowStart = static_cast<int64_t>(win.n0) * a.xImg + static_cast<int64_t>(win.y0) * a.w;
+    // The shift of each channel's window inside its slot is at most VEC - 1 elements.
+    int const perChannel = (winElems + VEC - 1 + VEC - 1) / VEC;
+    int const total = (cTo - cFrom + 1) * perChannel;
+    for (int t = ptid; t < total; t += kProducers)
+    {
+        int const ci = t / perChannel;
+        int const v = t - ci * perChannel;
+        int const c = cFrom + ci;
+        int64_t const start = rowStart + static_cast<int64_t>(c) * a.hw;
+        int64_t const aligned = start - (start & (VEC - 1));
+        if (v * VEC >= winElems + static_cast<int>(start - aligned))
+            continue;
+        int64_t const src = aligned + static_cast<int64_t>(v) * VEC;
+        int64_t const left = a.xTotal - src;
+        int const bytes = left >= VEC ? 16 : (left > 0 ? static_cast<int>(left) * static_cast<int>(sizeof(T)) : 0);
+        cpAsync16(sWin + (c % a.stageSlots) * a.slotElems + v * VEC, bytes > 0 ? x + src : x, bytes);
     }
 }
 
@@ -196,6 +249,8 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
     T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES);        // [STAGES][BK][LDB]
     float4* const planW = reinterpret_cast<float4*>(smem + C::STAGES * (C::A_BYTES + C::B_BYTES));
     int32_t* const planI = reinterpret_cast<int32_t*>(planW + a.planSlots * a.kk * C::BN);
+    int32_t* const planS = planI + a.planSlots * a.kk * C::BN;
+    T* const sWin = reinterpret_cast<T*>(planS + a.planSlots * a.kk * C::BN);
 
     int const tid = threadIdx.x;
     int const g = blockIdx.z;
@@ -218,6 +273,26 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
             imgOff[j] = p < a.pixels ? static_cast<int64_t>(a.divHoWo.div(static_cast<uint32_t>(p))) * a.xImg : 0;
         }
         int planned = -1; // highest deformable group planned so far
+        Window win{0u, 0, 0};
+        int staged = g * a.cg - 1; // highest input channel staged so far
+        if (a.stageSlots > 0)
+        {
+            win.n0 = a.divHoWo.div(static_cast<uint32_t>(p0));
+            int64_t const imgEnd = static_cast<int64_t>(win.n0 + 1) * a.howo;
+            int64_t const pLast = min(min(p0 + C::BN, imgEnd), static_cast<int64_t>(a.pixels)) - 1;
+            int32_t const rA = static_cast<int32_t>(p0 - static_cast<int64_t>(win.n0) * a.howo);
+            int32_t const rB = static_cast<int32_t>(pLast - static_cast<int64_t>(win.n0) * a.howo);
+            int32_t const oyA = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(rA)));
+            int32_t const oyB = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(rB)));
+            win.y0 = max(0, oyA * a.strideH - a.winBefore);
+            win.y1 = max(win.y0, min(a.h, oyB * a.strideH + a.winAfter));
+            int const cLast0 = g * a.cg + static_cast<int>(a.divKK.div(min(C::BK, a.kg) - 1));
+            stageChannels<T, C>(a, x, sWin, win, staged + 1, cLast0, ptid);
+            staged = cLast0;
+            cpAsyncCommit();
+            cpAsyncWaitAll();
+            barSync(kBarProducers, kProducers);
+        }
         T const* const wGroup = weight + static_cast<int64_t>(g) * a.mg * a.kg;
         for (int kc = 0; kc < nChunks; ++kc)
         {
@@ -235,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
                 barSync(kBarProducers, kProducers); // nobody still samples from a slot being replaced
                 for (int d = max(planned + 1, dgFirst); d <= dgLast; ++d)
                 {
-                    buildPlan<T, C>(a, offset, mask, p0, d, d % a.planSlots, planW, planI, ptid);
+                    buildPlan<T, C>(a, offset, mask, p0, d, d % a.planSlots, planW, planI, planS, win, ptid);
                 }
                 planned = dgLast;
                 barSync(kBarProducers, kProducers);
@@ -278,6 +353,14 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
                     a_s[m * C::LDA + kk] = val;
                 }
             }
+            // Start copying the windows of the next chunk's new channels (waited for after sampling).
+            if (a.stageSlots > 0 && kc + 1 < nChunks)
+            {
+                int const cNext = g * a.cg + static_cast<int>(a.divKK.div(min(k0 + 2 * C::BK, a.kg) - 1));
+                stageChannels<T, C>(a, x, sWin, win, staged + 1, cNext, ptid);
+                staged = cNext;
+                cpAsyncCommit();
+            }
             // Sampled tile [BK][BN]: this warp's ROWS rows, this lane's PX pixels.
             T* const b_s = sB + s * (C::BK * C::LDB);
             T v[C::ROWS][C::PX][4];
@@ -294,16 +377,34 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
                 int const dg = static_cast<int>(a.divCPerDg.div(cIn));
                 planRow[i] = ((dg % a.planSlots) * a.kk + kp) * C::BN;
                 T const* const plane = x + static_cast<int64_t>(cIn) * a.hw;
+                constexpr int VEC = 16 / sizeof(T);
+                int64_t const wStart = static_cast<int64_t>(win.n0) * a.xImg + static_cast<int64_t>(cIn) * a.hw
+                    + static_cast<int64_t>(win.y0) * a.w;
+                T const* const wPlane
+                    = sWin + (a.stageSlots > 0 ? (cIn % a.stageSlots) * a.slotElems + (wStart & (VEC - 1)) : 0);
 #pragma unroll
                 for (int j = 0; j < C::PX; ++j)
                 {
                     if (rowOk[i])
                     {
-                        T const* const q = plane + imgOff[j] + planI[planRow[i] + lane + 32 * j];
-                        v[i][j][0] = ldT(q);
-                        v[i][j][1] = ldT(q + 1);
-                        v[i][j][2] = ldT(q + a.w);
-                        v[i][j][3] = ldT(q + a.w + 1);
+                        int const e = planRow[i] + lane + 32 * j;
+                        int const sIdx = planS[e];
+                        if (sIdx >= 0)
+                        {
+                            T const* const q = wPlane + sIdx;
+                            v[i][j][0] = q[0];
+                            v[i][j][1] = q[1];
+                            v[i][j][2] = q[a.w];
+                            v[i][j][3] = q[a.w + 1];
+                        }
+                        else
+                        {
+                            T const* const q = plane + imgOff[j] + planI[e];
+                            v[i][j][0] = ldT(q);
+                            v[i][j][1] = ldT(q + 1);
+                            v[i][j][2] = ldT(q + a.w);
+                            v[i][j][3] = ldT(q + a.w + 1);
+                        }
                     }
                 }
             }
@@ -328,6 +429,11 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
                 }
             }
             barArrive(2 + s, kAll); // stage s is full
+            if (a.stageSlots > 0)
+            {
+                cpAsyncWaitAll();                   // the next chunk's windows have landed
+                barSync(kBarProducers, kProducers); // for every producer, and this chunk's are free
+            }
         }
         return;
     }

@@ -1,0 +1,135 @@
+"""Times every tile configuration of the fused kernel (and AUTO's choice, the simple kernel) on the
+benchmark shapes: the data behind the automatic tile choice in plugin_src/core/dcnFused.cu.
+
+    python3 bench/fused_tiles.py [--dtypes float16,float32,tf32] [--shapes NAME,...] [--reps 30]
+
+Per-call device time: a CUDA graph of R calls rotating over input sets larger than 2x the L2,
+replayed after a warm-up, median over replays / R. Inputs: x ~ N(0,1), offsets ~ N(0,2),
+mask ~ U(0,1), weights ~ N(0,1)/sqrt(fan-in). Prints one line per shape and precision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from test_core_gpu import ensure_core_built  # noqa: E402
+
+from dcnconvert import _core_ctypes as core  # noqa: E402
+
+# name: (n, c, h, w, cout, stride)
+SHAPES = {
+    "R50-c3": (1, 128, 100, 168, 128, 1),
+    "R50-c3-s2": (1, 128, 200, 336, 128, 2),
+    "R50-c4": (1, 256, 50, 84, 256, 1),
+    "R50-c5": (1, 512, 25, 42, 512, 1),
+    "BEV-c4": (6, 256, 58, 100, 256, 1),
+    "CenterNet-64": (1, 64, 128, 128, 64, 1),
+    "DBNet-c4": (1, 256, 64, 114, 256, 1),
+}
+PRECISIONS = {  # name: (dtype code, math)
+    "float16": (core.FLOAT16, core.MATH_ACCURATE),
+    "bfloat16": (core.BFLOAT16, core.MATH_ACCURATE),
+    "float32": (core.FLOAT32, core.MATH_ACCURATE),
+    "tf32": (core.FLOAT32, core.MATH_TF32),
+}
+
+
+def graph_time_us(launch, sets: int, reps: int) -> float:
+    """Median per-call µs of ``launch(i)`` for i over ``sets`` buffer sets, via CUDA graph replay."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        for i in range(sets):
+            launch(i)
+        stream.synchronize()
+        stream.begin_capture()
+        for i in range(sets):
+            launch(i)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        times = []
+        for _ in range(reps):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            graph.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3 / sets)
+    return float(np.median(times))
+
+
+def main() -> int:
+    import cupy
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="float16,bfloat16,float32,tf32")
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--simple", action="store_true", help="time the simple kernel too")
+    ap.add_argument("--offset-scale", type=float, default=2.0, help="offsets ~ N(0, scale)")
+    ap.add_argument("--lib", default=None, help="core library (default: build/, built if stale)")
+    args = ap.parse_args()
+    lib = core.load(args.lib or ensure_core_built())
+    tiles = core.fused_tile_count(lib)
+    l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
+    rs = cupy.random.RandomState(11)
+    print(f"{'shape':14s} {'prec':9s} " + " ".join(f"{'t' + str(t):>7s}" for t in range(tiles)) + f" {'auto':>7s} {'simple':>7s}  best  TFLOP/s(auto)")
+    for name in args.shapes.split(","):
+        n, c, h, w, cout, s = SHAPES[name]
+        ho, wo = (h + 2 - 3) // s + 1, (w + 2 - 3) // s + 1
+        flop = 2.0 * n * cout * ho * wo * c * 9
+        for prec in args.dtypes.split(","):
+            code, math = PRECISIONS[prec]
+            esize = 4 if code == core.FLOAT32 else 2
+            per_set = (n * c * h * w + n * 27 * ho * wo + n * cout * ho * wo) * esize
+            sets = max(2, int(2 * l2 // per_set) + 1)
+            bufs = []
+            for _ in range(sets):
+                x = rs.standard_normal((n, c, h, w), dtype=cupy.float32)
+                o = rs.standard_normal((n, 18, ho, wo), dtype=cupy.float32) * args.offset_scale
+                m = rs.uniform(0, 1, (n, 9, ho, wo), dtype=cupy.float32)
+                if code == core.FLOAT16:
+                    cast = lambda a: a.astype(cupy.float16)  # noqa: E731
+                elif code == core.BFLOAT16:
+                    cast = lambda a: (a.view(cupy.uint32) >> 16).astype(cupy.uint16)  # noqa: E731
+                else:
+                    cast = lambda a: a  # noqa: E731
+                out = cupy.empty((n, cout, ho, wo), dtype=cupy.float32 if esize == 4 else cupy.uint16)
+                bufs.append((cast(x), cast(o), cast(m), out))
+            wt = cast(rs.standard_normal((cout, c, 3, 3), dtype=cupy.float32) / np.sqrt(c * 9))
+            bias = cast(rs.standard_normal((cout,), dtype=cupy.float32))
+            row = []
+
+            def timed(algo: int) -> float:
+                p = core.make_params((n, c, h, w), (cout, c, 3, 3), stride=(s, s), padding=(1, 1),
+                                     with_bias=True, dtype=code, algo=algo, math=math)
+                try:
+                    core.forward(p, *bufs[0][:3], wt, bias, bufs[0][3], lib=lib, check=False)
+                except Exception:  # noqa: BLE001 - unsupported tile: shown as n/a
+                    return float("nan")
+                return graph_time_us(
+                    lambda i: core.forward(p, *bufs[i][:3], wt, bias, bufs[i][3], lib=lib, check=False),
+                    sets, args.reps)
+
+            for t in range(tiles):
+                row.append(timed(core.ALGO_FUSED_TILE + t))
+            auto = timed(core.ALGO_AUTO)
+            simple = timed(core.ALGO_SIMPLE) if args.simple else float("nan")
+            best = int(np.nanargmin(row))
+            print(f"{name:14s} {prec:9s} " + " ".join(f"{v:7.1f}" for v in row)
+                  + f" {auto:7.1f} {simple:7.1f}  t{best}  {flop / auto / 1e6:7.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
