@@ -81,11 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-calls", type=int, default=16, help="at least this many calls per graph")
     p.add_argument("--no-peak", action="store_true", help="skip the matmul peak measurement")
     p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument(
+        "--time-limit", type=float, default=0, help="start no further shape after this many seconds (0: none)"
+    )
     return p
 
 
 class _Impl:
-    name = "impls"
+    """An implementation name in the shape bs.select() expects."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -241,10 +244,13 @@ def measure(gpu, make_call, shape, prec, impl: str, sets, ref, calls, budget, pe
     )
 
 
-def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict) -> None:
+def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict, tiles: bool = False) -> None:
+    """All precisions of one shape: the implementations (``tiles=False``) or the fused tile sweep."""
     import cupy
 
     for prec in args.precision_list:
+        if tiles and ("fused" not in prec.impls or "fused" not in args.impl_list):
+            continue
         t0 = time.perf_counter()
         nsets = bs.buffer_sets(shape.set_bytes(prec.itemsize), l2, factor=args.l2_factor)
         calls = bs.calls_per_graph(nsets, args.min_calls)
@@ -260,31 +266,7 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict) -> None:
             if sets is None:
                 continue
         cupy.cuda.runtime.deviceSynchronize()  # the sets were made on the legacy stream
-        factories = {
-            "fused": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED),
-            "simple": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_SIMPLE),
-            "baseline": lambda p=prec: gpu.baseline_impl(libs["baseline"], shape, p),
-            "torchvision": lambda: gpu.torchvision_impl(shape),
-        }
-        for impl in prec.impls:
-            if impl not in args.impl_list:
-                continue
-            lib_key = {"fused": "core", "simple": "core", "baseline": "baseline"}.get(impl)
-            if lib_key and libs[lib_key] is None:
-                row = _row(
-                    shape,
-                    prec,
-                    impl,
-                    status="error",
-                    message=f"no {lib_key} library: " + libs["errors"].get(lib_key, "?"),
-                )
-            else:
-                row = measure(
-                    gpu, factories[impl], shape, prec, impl, sets, ref, calls, args.budget_main, peak
-                )
-            result["rows"].append(row)
-            print(_progress(row), flush=True)
-        if args.tiles and libs["core"] is not None and "fused" in prec.impls and "fused" in args.impl_list:
+        if tiles:
             count = libs["core"].dcnFusedTileCount() if "tile_count_error" not in libs else 0
             for i in range(count):
                 make = lambda i=i, p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED_TILE + i)  # noqa: E731
@@ -292,6 +274,26 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict) -> None:
                 row["tile"] = i
                 result["tiles"].append(row)
                 print(f"{_progress(row)} tile {i}", flush=True)
+        else:
+            factories = {
+                "fused": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED),
+                "simple": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_SIMPLE),
+                "baseline": lambda p=prec: gpu.baseline_impl(libs["baseline"], shape, p),
+                "torchvision": lambda: gpu.torchvision_impl(shape),
+            }
+            for impl in prec.impls:
+                if impl not in args.impl_list:
+                    continue
+                lib_key = {"fused": "core", "simple": "core", "baseline": "baseline"}.get(impl)
+                if lib_key and libs[lib_key] is None:
+                    msg = f"no {lib_key} library: " + libs["errors"].get(lib_key, "?")
+                    row = _row(shape, prec, impl, status="error", message=msg)
+                else:
+                    row = measure(
+                        gpu, factories[impl], shape, prec, impl, sets, ref, calls, args.budget_main, peak
+                    )
+                result["rows"].append(row)
+                print(_progress(row), flush=True)
         del sets, ref
         cupy.get_default_memory_pool().free_all_blocks()
         _free_torch()
@@ -339,6 +341,7 @@ def write_outputs(result: dict, out_dir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    start = time.perf_counter()
     import cupy
     import dcn_bench_gpu as gpu
 
@@ -360,21 +363,41 @@ def main(argv: list[str] | None = None) -> int:
             _free_torch()
         print(f"[peak] TFLOP/s ({size}^3 torch matmul): {result['peak']}", flush=True)
     result["meta"]["peak_matmul_size"] = None if args.no_peak else size
-    for shape in args.shape_list:
-        result["shapes"].append(shape.as_dict())
-        print(f"[{shape.name}] {shape.model} {shape.desc}", flush=True)
-        try:
-            run_shape(gpu, args, libs, shape, result["peak"], l2, result)
-        except Exception as exc:  # noqa: BLE001
-            print(f"[{shape.name}] FAILED: {type(exc).__name__}: {exc}", flush=True)
-            traceback.print_exc()
-            gpu.clear_cuda_error()
-            cupy.get_default_memory_pool().free_all_blocks()
-        write_outputs(result, args.out_dir)
+    passes = [False, True] if args.tiles else [False]
+    if args.tiles and (libs["core"] is None or "tile_count_error" in libs):
+        print(f"[tiles] no sweep: {libs.get('tile_count_error') or libs['errors'].get('core')}", flush=True)
+        passes = [False]
+    for tiles in passes:
+        for shape in args.shape_list:
+            elapsed = time.perf_counter() - start
+            if args.time_limit and elapsed > args.time_limit:
+                result["meta"].setdefault("skipped", []).append(f"{shape.name}{' tiles' if tiles else ''}")
+                print(
+                    f"[{shape.name}] skipped{' (tiles)' if tiles else ''}: {elapsed:.0f}s > --time-limit",
+                    flush=True,
+                )
+                continue
+            if not tiles:
+                result["shapes"].append(shape.as_dict())
+            print(
+                f"[{shape.name}{' tiles' if tiles else ''}] {shape.model} {shape.desc} (t={elapsed:.0f}s)",
+                flush=True,
+            )
+            try:
+                run_shape(gpu, args, libs, shape, result["peak"], l2, result, tiles=tiles)
+            except Exception as exc:  # noqa: BLE001
+                print(f"[{shape.name}] FAILED: {type(exc).__name__}: {exc}", flush=True)
+                traceback.print_exc()
+                gpu.clear_cuda_error()
+                cupy.get_default_memory_pool().free_all_blocks()
+            write_outputs(result, args.out_dir)
+    result["meta"]["bench_seconds"] = round(time.perf_counter() - start, 1)
     write_outputs(result, args.out_dir)
     print(f"\nwrote {args.out_dir / 'results.json'} and results.md", flush=True)
     if args.tiles:
         print(report.tiles_table(result))
+    if result["meta"].get("skipped"):
+        print(f"SKIPPED by --time-limit: {', '.join(result['meta']['skipped'])}")
     print(report.error_summary(result))
     print("\n".join(report.acceptance(result)))
     print(f"peak TFLOP/s: {', '.join(f'{k} {v:.0f}' for k, v in result['peak'].items())}")

@@ -197,7 +197,8 @@ def load_baseline(path: str) -> ctypes.CDLL:
     lib.baselineWorkspaceSize.restype = ctypes.c_int
     lib.baselineCublasVersion.argtypes = []
     lib.baselineCublasVersion.restype = ctypes.c_int
-    lib.baselineForward.argtypes = [pp] + [ctypes.c_void_p] * 8 + [ctypes.c_size_t, ctypes.c_void_p]
+    # params; x, offset, mask, weight, bias, out, workspace; workspaceSize; stream; msg, msgLen
+    lib.baselineForward.argtypes = [pp] + [ctypes.c_void_p] * 7 + [ctypes.c_size_t, ctypes.c_void_p]
     lib.baselineForward.argtypes += [ctypes.c_char_p, ctypes.c_size_t]
     lib.baselineForward.restype = ctypes.c_int
     return lib

@@ -194,16 +194,22 @@ def best_tiles(result: dict) -> list[dict]:
 
 
 def tiles_table(result: dict) -> str:
-    """Text table of :func:`best_tiles`."""
+    """:func:`best_tiles` as text, one line per shape: per precision ``t<best> <µs>/<fused AUTO µs>``."""
     rows = best_tiles(result)
     if not rows:
         return "tile sweep: no successful tile"
-    out = [f"{'shape':14s}{'prec':5s}{'best tile':>10s}{'us':>9s}{'fused us':>10s}{'tiles ok':>9s}"]
-    for r in rows:
-        out.append(
-            f"{r['shape']:14s}{r['precision']:5s}{r['tile']:>10d}{r['us']:>9.1f}"
-            f"{_fmt(r['fused_us'], '.1f'):>10s}{r['ok']:>9d}"
-        )
+    precs = [p.name for p in PRECISIONS if any(r["precision"] == p.name for r in rows)]
+    by = {(r["shape"], r["precision"]): r for r in rows}
+    out = [
+        f"best fused tile per shape: t<tile> <us>/<fused us>\n{'shape':14s}"
+        + "".join(f"{p:>22s}" for p in precs)
+    ]
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        cells = []
+        for p in precs:
+            r = by.get((shape, p))
+            cells.append("-" if r is None else f"t{r['tile']} {r['us']:.1f}/{_fmt(r['fused_us'], '.1f')}")
+        out.append(f"{shape:14s}" + "".join(f"{c:>22s}" for c in cells))
     return "\n".join(out)
 
 
@@ -257,6 +263,9 @@ def markdown(result: dict) -> str:
             else:
                 cells.append(f"{row['max_rel_err']:.1e} / {row['rel_l2']:.1e}")
         out.append(f"| {shape} | {prec} | " + " | ".join(cells) + " |")
+    skipped = result.get("meta", {}).get("skipped")
+    if skipped:
+        out += ["", "Not run (time limit): " + ", ".join(skipped)]
     odd = [r for r in result.get("rows", []) if r.get("status") == "ok" and r.get("method") != "graph"]
     failed = [r for r in result.get("rows", []) if r.get("status") in ("error", "unsupported", "n/a")]
     if odd:

@@ -453,6 +453,21 @@ def test_main_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
     assert "**Fake GPU**" in text and "bash x.sh" in text and "| tiny-s2 |" in text and "Acceptance" in text
     assert dcn_bench_plot.panel_series(res, "fp16")[0] == ["tiny-a", "tiny-s2"]
 
+    # a time limit already spent: no shape runs, the summary is still printed and written
+    assert (
+        dcn_bench.main(["--quick", "--tiles", "--no-peak", "--time-limit", "1e-9", "--out", str(tmp_path)])
+        == 0
+    )
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["rows"] == [] and res["meta"]["skipped"] == [
+        "tiny-a",
+        "tiny-s2",
+        "tiny-a tiles",
+        "tiny-s2 tiles",
+    ]
+    assert "SKIPPED by --time-limit: tiny-a" in capsys.readouterr().out
+    assert "Not run (time limit): tiny-a" in (tmp_path / "results.md").read_text()
+
 
 def test_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
@@ -469,3 +484,39 @@ def test_plot_rejects_other_json(tmp_path):
     path = tmp_path / "x.json"
     path.write_text("{}")
     assert dcn_bench_plot.main([str(path)]) == 1
+
+
+def _c_params(source: str, name: str) -> list[str]:
+    """Parameter types of ``name`` in a C prototype of ``source`` (pointer-ness and base type)."""
+    import re
+
+    m = re.search(rf"\b{name}\s*\(([^)]*)\)", source)
+    assert m, name
+    params = [p.strip() for p in m.group(1).split(",") if p.strip() and p.strip() != "void"]
+    return [re.sub(r"\s*\w+$", "", p).replace("const", "").replace(" ", "") for p in params]
+
+
+def test_baseline_ctypes_signatures_match_the_source(monkeypatch):
+    import ctypes
+
+    source = (BENCH / "baseline" / "im2col_cublas.cu").read_text()
+    fake = types.SimpleNamespace(
+        baselineWorkspaceSize=types.SimpleNamespace(),
+        baselineCublasVersion=types.SimpleNamespace(),
+        baselineForward=types.SimpleNamespace(),
+    )
+    monkeypatch.setattr(ctypes, "CDLL", lambda path: fake)
+    lib = gpu.load_baseline("libdcn_baseline.so")
+    kinds = {
+        "DcnParams*": ctypes.POINTER(core.DcnParams),
+        "void*": ctypes.c_void_p,
+        "size_t": ctypes.c_size_t,
+        "size_t*": ctypes.POINTER(ctypes.c_size_t),
+        "cudaStream_t": ctypes.c_void_p,
+        "char*": ctypes.c_char_p,
+    }
+    for fn in ("baselineWorkspaceSize", "baselineCublasVersion", "baselineForward"):
+        c_types = _c_params(source, fn)
+        assert [kinds[t] for t in c_types] == getattr(lib, fn).argtypes, fn
+        assert getattr(lib, fn).restype is ctypes.c_int
+    assert len(_c_params(source, "baselineForward")) == 12
