@@ -24,7 +24,6 @@ import argparse
 import ctypes
 import datetime
 import json
-import math
 import os
 import platform
 import subprocess
@@ -318,31 +317,14 @@ def _progress(row: dict) -> str:
     return f"{head} {row['us']:10.2f} us {row['method']:11s} err {err if err is None else f'{err:.2e}'}"
 
 
-def _clean(obj):
-    """JSON-safe copy: non-finite floats become None."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
-def write_outputs(result: dict, out_dir: Path) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / "results.json.tmp"
-    tmp.write_text(
-        json.dumps(_clean(result), indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8"
-    )
-    tmp.replace(out_dir / "results.json")
-    (out_dir / "results.md").write_text(report.markdown(result), encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start = time.perf_counter()
-    import cupy
+    try:
+        import cupy
+    except ImportError as exc:
+        print(f"error: the benchmark needs CuPy and a CUDA GPU ({exc})", file=sys.stderr)
+        return 4
     import dcn_bench_gpu as gpu
 
     try:  # torch first: its libcublas is then the one the baseline library binds to
@@ -390,9 +372,9 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
                 gpu.clear_cuda_error()
                 cupy.get_default_memory_pool().free_all_blocks()
-            write_outputs(result, args.out_dir)
+            report.write(result, args.out_dir)
     result["meta"]["bench_seconds"] = round(time.perf_counter() - start, 1)
-    write_outputs(result, args.out_dir)
+    report.write(result, args.out_dir)
     print(f"\nwrote {args.out_dir / 'results.json'} and results.md", flush=True)
     if args.tiles:
         print(report.tiles_table(result))

@@ -6,8 +6,11 @@
 #
 #     bash bench/dcn_bench.sh [dcn_bench.py options, e.g. --tiles or --quick --shapes r50-c4]
 #
-# Environment: PYTHON (default python3), NVCC, CUDA_ARCHS (default sm_90). Exit status: the bench's.
+# Environment: PYTHON (default python3), NVCC, CUDA_ARCHS (default sm_90), TOTAL_LIMIT (seconds
+# for the whole script: the bench then gets --time-limit TOTAL_LIMIT - build time - 60, so that it
+# starts no shape it cannot finish and always prints its summary). Exit status: the bench's.
 set -u
+START=$SECONDS
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-$PWD/build/dcn_bench}"
 mkdir -p "$OUT" build
@@ -43,5 +46,12 @@ echo "[dcn_bench.sh] baseline build rc=$rc ($((SECONDS - t0)) s)"
 grep -E '^build.sh: (using|error)' "$OUT/build_baseline.log"
 [[ $rc -ne 0 ]] && tail -30 "$OUT/build_baseline.log"
 
-$PY bench/dcn_bench.py --no-build --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"
+declare -a LIMIT=()
+if [[ -n "${TOTAL_LIMIT:-}" ]]; then
+    LEFT=$((TOTAL_LIMIT - (SECONDS - START) - 60))
+    ((LEFT < 30)) && LEFT=30
+    LIMIT=(--time-limit "$LEFT")
+    echo "[dcn_bench.sh] bench time limit ${LEFT}s (TOTAL_LIMIT=$TOTAL_LIMIT)"
+fi
+$PY bench/dcn_bench.py --no-build --out "$OUT" ${LIMIT[@]+"${LIMIT[@]}"} "$@" 2>&1 | tee "$OUT/bench.log"
 exit "${PIPESTATUS[0]}"

@@ -92,24 +92,13 @@ def reference(shape: Shape, prec: Precision, st: dict):
     """float64 output on the GPU: torchvision.ops.deform_conv2d on float64 copies of the set."""
     import cupy
     import torch
-    import torchvision.ops
 
     t = {
-        k: torch.as_tensor(to_float(v, prec), device="cuda")
+        k: None if v is None else torch.as_tensor(to_float(v, prec), device="cuda")
         for k, v in st.items()
-        if k != "out" and v is not None
+        if k != "out"
     }
-    ref = torchvision.ops.deform_conv2d(
-        t["x"],
-        t["offset"],
-        t["weight"],
-        t.get("bias"),
-        stride=(shape.stride, shape.stride),
-        padding=(shape.pad, shape.pad),
-        dilation=(shape.dilation, shape.dilation),
-        mask=t["mask"],
-    )
-    return cupy.asarray(ref)
+    return cupy.asarray(torchvision_impl(shape)(t))
 
 
 def errors(out64, ref64) -> dict:
@@ -280,17 +269,33 @@ def torchvision_impl(shape: Shape) -> Callable[[dict], object]:
 # timing
 
 
-def _summary(per_call_us: list[float], calls: int, replays: int, method: str) -> dict:
+def _summary(per_call_us: list[float], calls: int, replays: int, graph: str | None, capture_error) -> dict:
     s = sorted(per_call_us)
     mid = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
-    return {
-        "us": mid,
-        "us_p10": s[int(0.1 * (len(s) - 1))],
-        "us_p90": s[int(round(0.9 * (len(s) - 1)))],
-        "calls": calls,
-        "replays": replays,
-        "method": method,
-    }
+    res = {"us": mid, "us_p10": s[int(0.1 * (len(s) - 1))], "us_p90": s[int(round(0.9 * (len(s) - 1)))]}
+    res.update(calls=calls, replays=replays, method=graph or "events")
+    if capture_error is not None:
+        res["capture_error"] = f"{type(capture_error).__name__}: {capture_error}"[:300]
+    return res
+
+
+def _replays(run: Callable[[], None], sync: Callable[[], None], new_event, budget: dict) -> list[tuple]:
+    """Warm-up, one replay to size the count, then ``n`` replays each between two events (recorded
+    on the current stream); returns the event pairs, completed."""
+    for _ in range(budget["warmup"]):
+        run()
+    sync()
+    t0 = time.perf_counter()
+    run()
+    sync()
+    n = bs.replays_for(time.perf_counter() - t0, budget["seconds"], budget["lo"], budget["hi"])
+    events = [(new_event(), new_event()) for _ in range(n)]
+    for start, stop in events:
+        start.record()
+        run()
+        stop.record()
+    sync()
+    return events
 
 
 def time_cupy(call: Callable[[dict], None], sets: list[dict], calls: int, budget: dict) -> dict:
@@ -300,7 +305,6 @@ def time_cupy(call: Callable[[dict], None], sets: list[dict], calls: int, budget
 
     stream = cupy.cuda.Stream(non_blocking=True)
     nsets = len(sets)
-    capture_error = None
     with stream:
         for r in range(min(calls, nsets)):
             call(sets[r % nsets])
@@ -317,7 +321,7 @@ def time_cupy(call: Callable[[dict], None], sets: list[dict], calls: int, budget
         except Exception as exc:  # noqa: BLE001
             err = err or exc
         if err is not None:
-            graph, capture_error = None, f"{type(err).__name__}: {err}"
+            graph = None
             clear_cuda_error()
 
         def run() -> None:
@@ -327,24 +331,9 @@ def time_cupy(call: Callable[[dict], None], sets: list[dict], calls: int, budget
                 for r in range(calls):
                     call(sets[r % nsets])
 
-        for _ in range(budget["warmup"]):
-            run()
-        stream.synchronize()
-        t0 = time.perf_counter()
-        run()
-        stream.synchronize()
-        n = bs.replays_for(time.perf_counter() - t0, budget["seconds"], budget["lo"], budget["hi"])
-        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
-        for start, stop in events:
-            start.record(stream)
-            run()
-            stop.record(stream)
-        events[-1][1].synchronize()
+        events = _replays(run, stream.synchronize, cupy.cuda.Event, budget)
     per_call = [cupy.cuda.get_elapsed_time(a, b) * 1e3 / calls for a, b in events]
-    res = _summary(per_call, calls, n, "graph" if graph is not None else "events")
-    if capture_error:
-        res["capture_error"] = capture_error[:300]
-    return res
+    return _summary(per_call, calls, len(events), "graph" if graph is not None else None, err)
 
 
 def time_torch(call: Callable[[dict], object], tsets: list[dict], calls: int, budget: dict) -> dict:
@@ -360,13 +349,13 @@ def time_torch(call: Callable[[dict], object], tsets: list[dict], calls: int, bu
             call(tsets[r % nsets])
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
-    graph, keep, capture_error = torch.cuda.CUDAGraph(), [], None
+    graph, keep, err = torch.cuda.CUDAGraph(), [], None
     try:
         with torch.cuda.graph(graph):
             for r in range(calls):
                 keep.append(call(tsets[r % nsets]))
     except Exception as exc:  # noqa: BLE001
-        graph, keep, capture_error = None, [], f"{type(exc).__name__}: {exc}"
+        graph, keep, err = None, [], exc
         torch.cuda.synchronize()
 
     def run() -> None:
@@ -376,25 +365,10 @@ def time_torch(call: Callable[[dict], object], tsets: list[dict], calls: int, bu
             for r in range(calls):
                 call(tsets[r % nsets])
 
-    for _ in range(budget["warmup"]):
-        run()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    run()
-    torch.cuda.synchronize()
-    n = bs.replays_for(time.perf_counter() - t0, budget["seconds"], budget["lo"], budget["hi"])
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for start, stop in events:
-        start.record()
-        run()
-        stop.record()
-    torch.cuda.synchronize()
+    events = _replays(run, torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True), budget)
     per_call = [a.elapsed_time(b) * 1e3 / calls for a, b in events]
-    res = _summary(per_call, calls, n, "torch-graph" if graph is not None else "events")
-    if capture_error:
-        res["capture_error"] = capture_error[:300]
     keep.clear()
-    return res
+    return _summary(per_call, calls, len(events), "torch-graph" if graph is not None else None, err)
 
 
 def matmul_peak(name: str, size: int, reps: int) -> float:

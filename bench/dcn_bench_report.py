@@ -8,6 +8,10 @@ A result is the JSON object dcn_bench.py writes: ``meta``, ``peak`` (TFLOP/s per
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
 from bench_shapes import IMPLS, PRECISIONS
 
 _COMPARE = {p.name: p.compare_to for p in PRECISIONS}
@@ -121,7 +125,7 @@ def acceptance(result: dict) -> list[str]:
     def bar(label: str, values: list[tuple[str, float | None]], ok) -> None:
         got = [(n, v) for n, v in values if v is not None]
         if not got:
-            lines.append(f"n.a.  {label}: no fused results")
+            lines.append(f"n.a.  {label}: no shape has both times")
             return
         worst = min(got, key=lambda t: t[1]) if ok is not None else got[0]
         failed = [n for n, v in got if not ok(v)]
@@ -284,3 +288,25 @@ def markdown(result: dict) -> str:
             for r in failed
         ]
     return "\n".join(out) + "\n"
+
+
+def _clean(obj):
+    """JSON-safe copy: non-finite floats become None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write(result: dict, out_dir: Path) -> None:
+    """results.json (atomically; non-finite numbers as null) and results.md into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / "results.json.tmp"
+    tmp.write_text(
+        json.dumps(_clean(result), indent=1, allow_nan=False, default=str) + "\n", encoding="utf-8"
+    )
+    tmp.replace(out_dir / "results.json")
+    (out_dir / "results.md").write_text(markdown(result), encoding="utf-8")
