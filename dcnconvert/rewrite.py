@@ -15,10 +15,9 @@ How it works:
    version, metadata, doc strings) is left exactly as it was. Our domain is added to opset_import.
 
 A model whose nodes are already in plugin form for the target is returned unchanged; plugin nodes
-for the other target are retargeted. ``allow_tf32=True`` writes our plugin's optional ``allow_tf32 = 1``
-on every node (plugin nodes without it get it); without it the attribute is never added, and a
-plugin node that already has it keeps it (unless the target's plugin has no such field: then it is
-dropped, with a warning). Op types that only look like a DCN (``"unknown"`` form) are
+for the other target are retargeted. ``allow_tf32=True`` puts ``allow_tf32 = 1`` on every node;
+without it the attribute is never added, and a node that has it keeps it (dropped, with a warning,
+for a target without the field). Op types that only look like a DCN (``"unknown"`` form) are
 skipped with a warning; a recognised form that cannot be converted raises. A caller's ``keep``
 predicate can leave chosen recognised nodes exactly as they are (neither validated nor converted).
 """
@@ -192,10 +191,8 @@ def _dtype(match: DcnMatch, info_dtypes: dict[str, int], warnings: list[str]) ->
 
 
 def _tf32_for(match: DcnMatch, target: schema.Target, allow_tf32: bool) -> bool:
-    """Whether the node written for ``match`` carries ``allow_tf32 = 1``: asked for, or already on the
-    node, where the target's plugin has the field."""
-    had = match.attrs is not None and match.attrs.allow_tf32
-    return target.has_allow_tf32 and (allow_tf32 or had)
+    """``allow_tf32`` of the node written for ``match``: asked for or already there, if the target has it."""
+    return target.has_allow_tf32 and (allow_tf32 or (match.attrs is not None and match.attrs.allow_tf32))
 
 
 def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
