@@ -3,6 +3,7 @@ baseline that follows TensorRT's built-in plugin (bench/baseline/) and torchvisi
 layer shapes of dcn_perf.md §3, in FP32 (accurate), TF32 (fused only), FP16 and BF16.
 
     python3 bench/dcn_bench.py [--shapes 'r50-*,bev-c4'] [--precisions fp16,bf16] [--quick] [--tiles]
+    TOTAL_LIMIT=540 bash bench/dcn_bench.sh --tiles    # on the GPU machine: builds, then this script
 
 Every implementation sees the same random inputs (dcn_bench_gpu.py says which distributions).
 Time per call is device time: the calls of one measurement rotate among buffer sets that together
@@ -11,6 +12,7 @@ torchvision) and replayed; the median over replays divided by the calls per grap
 Where a capture fails, the calls run back to back between two events and the row's method says
 "events". Accuracy: max|out - ref| / max|ref| and relative L2 against torchvision in float64 on
 the same rounded inputs. The tensor-core peaks come from a torch matmul (8192^3, random data).
+--tiles adds a second pass (after every shape's main rows) timing each fused tile configuration.
 
 Writes results.json (written again after every shape) and results.md to --out (default $OUT, else
 build/dcn_bench/), prints the short table last. bench/dcn_bench_plot.py turns the JSON into a plot
