@@ -21,18 +21,21 @@ namespace fused
 namespace
 {
 
-/* Tile configurations: BM x BN (channels x pixels), consumer warps along M, pipeline stages. */
+/* Tile configurations: BM x BN (channels x pixels), consumer warps (WARPS_M of them along the
+ * channels), producer warps, pipeline stages, blocks per SM asked of the register allocator. */
 struct TileShape
 {
-    int bm, bn, warpsM, stages;
+    int bm, bn, warpsM, cw, pw, stages, minb;
 };
 constexpr TileShape kTiles[] = {
-    {128, 128, 2, 4}, // 0
-    {128, 64, 4, 4},  // 1
-    {64, 128, 2, 4},  // 2
-    {64, 64, 2, 4},   // 3
-    {256, 64, 4, 3},  // 4
-    {32, 128, 1, 4},  // 5
+    {128, 64, 4, 8, 8, 4, 1},  // 0
+    {128, 64, 2, 4, 8, 4, 1},  // 1: 4 consumer warps
+    {128, 64, 4, 8, 16, 4, 1}, // 2: 16 producer warps
+    {256, 64, 4, 8, 8, 3, 1},  // 3: all channels of a 256-channel group at once
+    {64, 64, 2, 4, 8, 4, 1},   // 4
+    {64, 64, 2, 4, 16, 4, 1},  // 5
+    {256, 32, 8, 8, 8, 3, 1},  // 6: narrow pixel tiles for batch-1 layers
+    {128, 32, 4, 4, 8, 4, 1},  // 7
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 constexpr int kMaxDevices = 64;
@@ -64,34 +67,28 @@ DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
 }
 
 template <typename T, int TILE>
-using TileOf = Tile<T, kTiles[TILE].bm, kTiles[TILE].bn, kTiles[TILE].warpsM, kTiles[TILE].stages>;
+using TileOf = Tile<T, kTiles[TILE].bm, kTiles[TILE].bn, kTiles[TILE].warpsM, kTiles[TILE].cw, kTiles[TILE].pw,
+    kTiles[TILE].stages, kTiles[TILE].minb>;
 
-/* Shared memory of `tile` for dtype: stages, plans and (ring x slotElems) staged input. */
-size_t smemBytesFor(int tile, int32_t dtype, int kk, int slots, int ring, int slotElems)
+/* Shared memory of `tile` for dtype: pipeline stages and sampling plans. */
+size_t smemBytesFor(int tile, int32_t dtype, int kk, int slots)
 {
     TileShape const& t = kTiles[tile];
     size_t const elem = dtype == kDCN_FLOAT32 ? 4 : 2;
     size_t const lda = 32 + (elem == 4 ? 4 : 8);
     size_t const ab = size_t(t.bm) * lda * elem;
     size_t const bb = size_t(32) * (t.bn + 8) * elem;
-    return t.stages * (ab + bb) + size_t(slots) * kk * t.bn * (sizeof(float4) + 2 * sizeof(int32_t))
-        + size_t(ring) * slotElems * elem;
+    return t.stages * (ab + bb) + size_t(slots) * kk * t.bn * (sizeof(float4) + sizeof(int64_t));
 }
 
-/* How a block stages its input rows (dcnFusedKernel.cuh, FusedArgs): ring = 0 means not at all. */
-struct Staging
-{
-    int ring = 0, slotElems = 0, before = 0, after = 0;
-};
-
-/* Plan slots: the most deformable groups that one chunk of 32 consecutive K rows can touch when
+/* Plan slots: the most deformable groups that two chunks (64 consecutive K rows) can touch when
  * each group spans cPerDg * kh * kw rows (1 when there is one group). */
 int planSlots(DcnParams const& p)
 {
     if (p.deformableGroup == 1)
         return 1;
     int64_t const rows = p.c / p.deformableGroup * int64_t(p.kh) * p.kw;
-    int64_t const span = (31 + rows - 1) / rows + 1;
+    int64_t const span = (63 + rows - 1) / rows + 1;
     return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);
 }
 
@@ -110,44 +107,10 @@ char const* unsupportedReason(DcnParams const& p, int tile, Device const& d)
         return "a plane, the pixel count or K exceeds 32-bit tile indexing";
     if ((mg + kTiles[tile].bm - 1) / kTiles[tile].bm > 65535 || p.group > 65535)
         return "too many channel tiles or groups for the grid";
-    if (smemBytesFor(tile, p.dtype, static_cast<int>(kk), planSlots(p), 0, 0) > static_cast<size_t>(d.smemOptin))
+    if (smemBytesFor(tile, p.dtype, static_cast<int>(kk), planSlots(p)) * kTiles[tile].minb
+        > static_cast<size_t>(d.smemOptin))
         return "the sampling plans of this kernel size and deformable grouping do not fit in shared memory";
     return nullptr;
-}
-
-/* The widest margin (rows above and below the nominal sampling rows, for the offsets) whose input
- * window still fits in shared memory next to the pipeline; no staging when none fits or x is not
- * 16-byte aligned. */
-Staging chooseStaging(DcnParams const& p, int tile, Device const& d, void const* x)
-{
-    Staging st;
-#ifdef DCN_FUSED_NO_STAGING // experiments: every sample gathers from global memory
-    return st;
-#endif
-    if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
-        return st;
-    int const kk = p.kh * p.kw;
-    int const vec = p.dtype == kDCN_FLOAT32 ? 4 : 8;
-    int const bn = kTiles[tile].bn;
-    int64_t const dRows = (p.wo + bn - 2) / p.wo; // output rows a tile can span, minus one
-    int const ring = (63 + kk - 1) / kk + 1;      // channels two consecutive chunks can touch
-    for (int r : {4, 2, 1})
-    {
-        int64_t const rows = dRows * p.strideH + int64_t(p.kh - 1) * p.dilationH + 2 * r + 2;
-        int64_t const elems = ((rows < p.h ? rows : p.h) * p.w + vec - 1 + vec - 1) / vec * vec;
-        if (elems > (int64_t{1} << 24))
-            continue;
-        size_t const bytes = smemBytesFor(tile, p.dtype, kk, planSlots(p), ring, static_cast<int>(elems));
-        if (bytes <= static_cast<size_t>(d.smemOptin))
-        {
-            st.ring = ring;
-            st.slotElems = static_cast<int>(elems);
-            st.before = p.padH + r;
-            st.after = -p.padH + (p.kh - 1) * p.dilationH + r + 2;
-            return st;
-        }
-    }
-    return st;
 }
 
 /* Modelled time of one tile choice (arbitrary units): waves of blocks x the block's time, where a
@@ -187,10 +150,10 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, vo
         }
         configured.fetch_or(bit, std::memory_order_acq_rel);
     }
-    size_t const smem = C::smemBytes(a.kk, a.planSlots, a.stageSlots, a.slotElems);
+    size_t const smem = C::smemBytes(a.kk, a.planSlots);
     dim3 const grid(static_cast<unsigned>((a.pixels + C::BN - 1) / C::BN),
         static_cast<unsigned>((a.mg + C::BM - 1) / C::BM), static_cast<unsigned>(p.group));
-    kernel<<<grid, kThreads, smem, stream>>>(a, static_cast<T const*>(x), static_cast<T const*>(offset),
+    kernel<<<grid, C::THREADS, smem, stream>>>(a, static_cast<T const*>(x), static_cast<T const*>(offset),
         static_cast<T const*>(mask), static_cast<T const*>(weight), static_cast<T const*>(bias),
         static_cast<T*>(out));
     cudaError_t const err = cudaGetLastError();
@@ -217,14 +180,16 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
     case 3: return launchTile<T, MK, 3>(p, a, d, x, offset, mask, weight, bias, out, stream, msg, msgLen);
     case 4: return launchTile<T, MK, 4>(p, a, d, x, offset, mask, weight, bias, out, stream, msg, msgLen);
     case 5: return launchTile<T, MK, 5>(p, a, d, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    case 6: return launchTile<T, MK, 6>(p, a, d, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    case 7: return launchTile<T, MK, 7>(p, a, d, x, offset, mask, weight, bias, out, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 6, "launchMath lists every tile");
+static_assert(kTileCount == 8, "launchMath lists every tile");
 
-FusedArgs makeArgs(DcnParams const& p, void const* weight, Staging const& st)
+FusedArgs makeArgs(DcnParams const& p, void const* weight)
 {
     FusedArgs a{};
     int64_t const kk = int64_t(p.kh) * p.kw;
@@ -254,12 +219,7 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, Staging const& st)
     a.withBias = p.withBias;
     size_t const elem = p.dtype == kDCN_FLOAT32 ? 4 : 2;
     a.aVec = (a.kg * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(weight) % 16 == 0;
-    a.xTotal = p.n * a.xImg;
-    a.stageSlots = st.ring;
-    a.slotElems = st.slotElems;
-    a.winBefore = st.before;
-    a.winAfter = st.after;
-    a.divKK.init(static_cast<uint32_t>(kk));
+    a.deformableGroups = p.deformableGroup;
     a.divCPerDg.init(static_cast<uint32_t>(p.c / p.deformableGroup));
     a.divHoWo.init(static_cast<uint32_t>(p.ho * p.wo));
     a.divWo.init(static_cast<uint32_t>(p.wo));
@@ -310,7 +270,7 @@ DcnStatus forward(DcnParams const& p, int32_t tile, void const* x, void const* o
         setMsg(msg, msgLen, "fused kernel (tile %d): %s", tile, why);
         return kDCN_UNSUPPORTED;
     }
-    FusedArgs const a = makeArgs(p, weight, chooseStaging(p, tile, d, x));
+    FusedArgs const a = makeArgs(p, weight);
     switch (p.dtype)
     {
     case kDCN_FLOAT16:

@@ -7,23 +7,25 @@
  * never stored in device memory: each block samples its BK x BN slice straight into shared memory.
  *
  * One block owns a BM x BN tile (channels x pixels) and has two roles:
- *   - 8 producer warps. At the start (and when the deformable group changes) they build the
+ *   - PW producer warps. At the start (and when the deformable group changes) they build the
  *     sampling plan of the tile: for every (kernel point, pixel) one FP32 bilinear weight per corner
- *     with the mask and the border test folded in, and the index of the top-left corner of a 2x2
- *     cell clamped inside the plane (so all four loads are in bounds and unconditional). The plan
- *     is reused for every channel of the deformable group. Then, chunk after chunk, they copy the
- *     weight tile and gather 4 corners per sample, combine them in FP32 and round the sample
- *     once to the operand type (FP16/BF16; FP32 for the TF32 modes) into a ring of STAGES
+ *     with the mask and the border test folded in, and the element offset (image included) of the
+ *     top-left corner of a 2x2 cell clamped inside the plane (so all four loads are in bounds and
+ *     unconditional). The plan is reused for every channel of the deformable group. Then, chunk
+ *     after chunk, they copy the weight tile and sample: each producer thread owns one K row of
+ *     every chunk (its channel and kernel point advance by BK rows per chunk without a division)
+ *     and BN / TPR pixels; it gathers 4 corners per sample, combines them in FP32 and rounds the
+ *     sample once to the operand type (FP16/BF16; FP32 for the TF32 modes) into a ring of STAGES
  *     shared-memory stages.
- *   - 8 consumer warps run warp-level MMAs (m16n8k16 FP16/BF16, m16n8k8 TF32, or 3xTF32 for the
+ *   - CW consumer warps run warp-level MMAs (m16n8k16 FP16/BF16, m16n8k8 TF32, or 3xTF32 for the
  *     accurate FP32 mode) with FP32 accumulators, and finally add the bias and store.
  * Producers and consumers hand stages over with named barriers (FULL: producers arrive, consumers
  * wait; EMPTY: the reverse). Coordinates are an exact integer part plus an FP32 fraction, as in the
  * simple kernel (dcnSimpleKernel.cuh); element offsets into x, offset, mask and out are 64-bit.
  *
  * Preconditions (checked on the host, dcnFused.cu): h >= 2, w >= 2, h*w < 2^31, n*ho*wo < 2^31,
- * and planSlots >= the number of deformable groups one chunk of BK rows of K can touch (the plan
- * of deformable group d lives in slot d % planSlots).
+ * and planSlots >= the number of deformable groups two consecutive chunks (2 BK rows of K) can
+ * touch (the plan of deformable group d lives in slot d % planSlots).
  */
 #ifndef DCN_FUSED_KERNEL_CUH
 #define DCN_FUSED_KERNEL_CUH
@@ -52,55 +54,54 @@ struct FusedArgs
     int64_t outImg;  // cout * ho * wo
     int32_t h, w, howo, wo, pixels, cg, mg, kg, kk, kw, cout;
     int32_t strideH, strideW, padH, padW, dilationH, dilationW;
-    int32_t planSlots; // plan slots: at least the deformable groups one chunk of BK rows can touch
+    int32_t deformableGroups;
+    int32_t planSlots; // plan slots: at least the deformable groups two chunks (2 BK rows) can touch
     int32_t withBias;
     int32_t aVec; // weight rows are 16-byte aligned: vector loads
-    // Input staging: each block copies, per input channel, the rows its samples can reach (its
-    // output rows widened by the kernel extent and a margin) into a ring of shared-memory slots,
-    // and gathers from there; samples outside that window read global memory.
-    int64_t xTotal;     // elements of x (the copies never read past its end)
-    int32_t stageSlots; // channel slots of the ring (0: no staging)
-    int32_t slotElems;  // elements per slot (16-byte multiple, alignment slack included)
-    int32_t winBefore;  // window rows: [oyFirst*strideH - winBefore, oyLast*strideH + winAfter)
-    int32_t winAfter;
-    FastDiv divKK, divCPerDg, divHoWo, divWo;
+    FastDiv divCPerDg, divHoWo, divWo;
 };
 
-constexpr int kProducerWarps = 8;
-constexpr int kConsumerWarps = 8;
-constexpr int kProducers = kProducerWarps * 32;
-constexpr int kConsumers = kConsumerWarps * 32;
-constexpr int kThreads = kProducers + kConsumers;
 constexpr int kBarProducers = 1; // producer-only barrier; FULL = 2 + s, EMPTY = 2 + STAGES + s
 
-template <typename T, int BM_, int BN_, int WARPS_M_, int STAGES_>
+/* A tile configuration: BM x BN outputs (channels x pixels) per block, CW consumer warps
+ * (WARPS_M along channels), PW producer warps, STAGES pipeline stages, MINB blocks per SM asked of
+ * the register allocator. */
+template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int MINB_>
 struct Tile
 {
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int BK = 32;
     static constexpr int STAGES = STAGES_;
+    static constexpr int MINB = MINB_;
+    static constexpr int CW = CW_;
+    static constexpr int PW = PW_;
+    static constexpr int CONSUMERS = CW * 32;
+    static constexpr int PRODUCERS = PW * 32;
+    static constexpr int THREADS = CONSUMERS + PRODUCERS;
     static constexpr int WARPS_M = WARPS_M_;
-    static constexpr int WARPS_N = kConsumerWarps / WARPS_M;
+    static constexpr int WARPS_N = CW / WARPS_M;
     static constexpr int WTM = BM / WARPS_M; // warp tile
     static constexpr int WTN = BN / WARPS_N;
     static constexpr int MT = WTM / 16;
     static constexpr int NT = WTN / 8;
     static constexpr int LDA = BK + (sizeof(T) == 4 ? 4 : 8); // padded rows: conflict-free fragments
     static constexpr int LDB = BN + 8;
-    static constexpr int PX = BN / 32;                // pixels per producer lane
-    static constexpr int ROWS = BK / kProducerWarps;  // K rows per producer warp and chunk
+    static constexpr int TPR = PRODUCERS / BK; // producer threads per K row
+    static constexpr int PXT = BN / TPR;       // pixels per producer thread
+    static constexpr int VEC = 16 / sizeof(T);
+    static constexpr int A_VECS = BM * BK / VEC;
     static constexpr size_t A_BYTES = size_t(BM) * LDA * sizeof(T);
     static constexpr size_t B_BYTES = size_t(BK) * LDB * sizeof(T);
-    static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BN % 32 == 0, "tile shape");
+    static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
+    static_assert(PRODUCERS % BK == 0 && BN % TPR == 0, "producer mapping");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
 
-    /* Dynamic shared memory of one block: pipeline stages, `slots` sampling plans of kk kernel
-     * points (weights, global index, window index), `ring` staged channels of slotElems. */
-    static __host__ __device__ size_t smemBytes(int kk, int slots, int ring, int slotElems)
+    /* Dynamic shared memory of one block: pipeline stages and `slots` sampling plans of kk kernel
+     * points (FP32 corner weights and the 64-bit element offset of the 2x2 cell in its image). */
+    static __host__ __device__ size_t smemBytes(int kk, int slots)
     {
-        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + 2 * sizeof(int32_t))
-            + size_t(ring) * slotElems * sizeof(T);
+        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int64_t));
     }
 };
 
@@ -111,28 +112,19 @@ __device__ __forceinline__ T ldT(T const* p)
 }
 
 /* Builds the plan of deformable group dg into slot `slot` (producer threads only). */
-struct Window
-{
-    uint32_t n0; // image of the block's first pixel (pixels of another image are not staged)
-    int32_t y0;  // first and one-past-last staged input row
-    int32_t y1;
-};
-
 template <typename T, class C>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
-    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int32_t* planI, int32_t* planS,
-    Window const& win, int ptid)
+    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
 {
     using dcn::simple::toFloat;
     int const total = a.kk * C::BN;
-    for (int e = ptid; e < total; e += kProducers)
+    for (int e = ptid; e < total; e += C::PRODUCERS)
     {
         int const kp = e / C::BN;
         int const pl = e - kp * C::BN;
         int64_t const p = p0 + pl;
         float4 wv = make_float4(0.f, 0.f, 0.f, 0.f);
-        int32_t idx = 0;
-        int32_t sIdx = -1;
+        int64_t idx = 0;
         if (p < a.pixels)
         {
             uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
@@ -148,6 +140,7 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
             float const mk = toFloat<T>(ldT(mask + (n * a.maskN + och * a.howo + r)));
             int32_t const yBase = oy * a.strideH - a.padH + i * a.dilationH;
             int32_t const xBase = ox * a.strideW - a.padW + j * a.dilationW;
+            idx = static_cast<int64_t>(n) * a.xImg; // a harmless in-bounds cell when the sample is 0
             constexpr float kFar = 1.0e9f;
             if (fabsf(dy) <= kFar && fabsf(dx) <= kFar)
             {
@@ -194,154 +187,156 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
                         wx0 = 0.0f;
                     }
                     wv = make_float4(mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1);
-                    idx = static_cast<int32_t>(yc * a.w + xc);
-                    if (a.stageSlots > 0 && n == win.n0 && yc >= win.y0 && yc + 1 < win.y1)
-                    {
-                        sIdx = static_cast<int32_t>((yc - win.y0) * a.w + xc);
-                    }
+                    idx += yc * a.w + xc;
                 }
             }
         }
         int const at = (slot * a.kk + kp) * C::BN + pl;
         planW[at] = wv;
         planI[at] = idx;
-        planS[at] = sIdx;
-    }
-}
-
-/* Copies the windows of input channels [cFrom, cTo] into their ring slots (cp.async, not waited). */
-template <typename T, class C>
-__device__ __forceinline__ void stageChannels(FusedArgs const& a, T const* __restrict__ x, T* sWin, Window const& win,
-    int cFrom, int cTo, int ptid)
-{
-    constexpr int VEC = 16 / sizeof(T);
-    int const winElems = (win.y1 - win.y0) * a.w;
-    if (cTo < cFrom || winElems <= 0)
-        return;
-    int64_t const rowStart = static_cast<int64_t>(win.n0) * a.xImg + static_cast<int64_t>(win.y0) * a.w;
-    // The shift of each channel's window inside its slot is at most VEC - 1 elements.
-    int const perChannel = (winElems + VEC - 1 + VEC - 1) / VEC;
-    int const total = (cTo - cFrom + 1) * perChannel;
-    for (int t = ptid; t < total; t += kProducers)
-    {
-        int const ci = t / perChannel;
-        int const v = t - ci * perChannel;
-        int const c = cFrom + ci;
-        int64_t const start = rowStart + static_cast<int64_t>(c) * a.hw;
-        int64_t const aligned = start - (start & (VEC - 1));
-        if (v * VEC >= winElems + static_cast<int>(start - aligned))
-            continue;
-        int64_t const src = aligned + static_cast<int64_t>(v) * VEC;
-        int64_t const left = a.xTotal - src;
-        int const bytes = left >= VEC ? 16 : (left > 0 ? static_cast<int>(left) * static_cast<int>(sizeof(T)) : 0);
-        cpAsync16(sWin + (c % a.stageSlots) * a.slotElems + v * VEC, bytes > 0 ? x + src : x, bytes);
     }
 }
 
 template <typename T, MathKind MK, class C>
-__global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs const a, T const* __restrict__ x,
-    T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ weight,
+__global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(FusedArgs const a,
+    T const* __restrict__ x, T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ weight,
     T const* __restrict__ bias, T* __restrict__ out)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) unsigned char smem[];
-    T* const sA = reinterpret_cast<T*>(smem);                                 // [STAGES][BM][LDA]
-    T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES);        // [STAGES][BK][LDB]
+    T* const sA = reinterpret_cast<T*>(smem);                          // [STAGES][BM][LDA]
+    T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES); // [STAGES][BK][LDB]
     float4* const planW = reinterpret_cast<float4*>(smem + C::STAGES * (C::A_BYTES + C::B_BYTES));
-    int32_t* const planI = reinterpret_cast<int32_t*>(planW + a.planSlots * a.kk * C::BN);
-    int32_t* const planS = planI + a.planSlots * a.kk * C::BN;
-    T* const sWin = reinterpret_cast<T*>(planS + a.planSlots * a.kk * C::BN);
+    int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
 
     int const tid = threadIdx.x;
     int const g = blockIdx.z;
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * C::BN;
     int const m0 = blockIdx.y * C::BM;
     int const nChunks = (a.kg + C::BK - 1) / C::BK;
-    constexpr int kAll = kThreads;
+    constexpr int kAll = C::THREADS;
 
-    if (tid >= kConsumers)
+    if (tid >= C::CONSUMERS)
     {
         // ------------------------------------------------------------------ producers
-        int const ptid = tid - kConsumers;
-        int const pw = ptid >> 5;
-        int const lane = ptid & 31;
-        int64_t imgOff[C::PX];
-#pragma unroll
-        for (int j = 0; j < C::PX; ++j)
-        {
-            int64_t const p = p0 + lane + 32 * j;
-            imgOff[j] = p < a.pixels ? static_cast<int64_t>(a.divHoWo.div(static_cast<uint32_t>(p))) * a.xImg : 0;
-        }
+        // Software-pipelined: the loads of chunk kc + 1 (weights, gathers) are issued before chunk
+        // kc is combined and stored, so one memory round trip overlaps the next chunk's work.
+        int const ptid = tid - C::CONSUMERS;
+        int const r = ptid / C::TPR; // this thread's K row within every chunk
+        int const t = ptid - r * C::TPR;
+        // (channel, kernel point) of row r, advanced by BK rows per chunk without dividing.
+        int c = r / a.kk;
+        int kp = r - c * a.kk;
+        int const dC = C::BK / a.kk;
+        int const dKp = C::BK - dC * a.kk;
         int planned = -1; // highest deformable group planned so far
-        Window win{0u, 0, 0};
-        int staged = g * a.cg - 1; // highest input channel staged so far
-        if (a.stageSlots > 0)
-        {
-            win.n0 = a.divHoWo.div(static_cast<uint32_t>(p0));
-            int64_t const imgEnd = static_cast<int64_t>(win.n0 + 1) * a.howo;
-            int64_t const pLast = min(min(p0 + C::BN, imgEnd), static_cast<int64_t>(a.pixels)) - 1;
-            int32_t const rA = static_cast<int32_t>(p0 - static_cast<int64_t>(win.n0) * a.howo);
-            int32_t const rB = static_cast<int32_t>(pLast - static_cast<int64_t>(win.n0) * a.howo);
-            int32_t const oyA = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(rA)));
-            int32_t const oyB = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(rB)));
-            win.y0 = max(0, oyA * a.strideH - a.winBefore);
-            win.y1 = max(win.y0, min(a.h, oyB * a.strideH + a.winAfter));
-            int const cLast0 = g * a.cg + static_cast<int>(a.divKK.div(min(C::BK, a.kg) - 1));
-            stageChannels<T, C>(a, x, sWin, win, staged + 1, cLast0, ptid);
-            staged = cLast0;
-            cpAsyncCommit();
-            cpAsyncWaitAll();
-            barSync(kBarProducers, kProducers);
-        }
         T const* const wGroup = weight + static_cast<int64_t>(g) * a.mg * a.kg;
-        for (int kc = 0; kc < nChunks; ++kc)
+        constexpr int AIT = (C::A_VECS + C::PRODUCERS - 1) / C::PRODUCERS;
+        constexpr int VPR = C::BK / C::VEC;
+        struct Regs
         {
-            int const s = kc % C::STAGES;
+            T v[C::PXT][4];
+            uint4 av[AIT];
+            int e0; // plan entry of pixel t (-1: row beyond K)
+        };
+        // Issues every load of chunk kc into R (plans built first when a new deformable group starts).
+        auto prepare = [&](int kc, Regs& R) {
             int const k0 = kc * C::BK;
-            // Plans of the deformable groups this chunk touches (a uniform decision). Deformable
-            // groups only grow along K, so the slots hold groups planned - slots + 1 .. planned,
-            // and dgLast - dgFirst < slots (host precondition) keeps this chunk's groups resident.
-            int const dgFirst
-                = static_cast<int>(a.divCPerDg.div(g * a.cg + static_cast<int>(a.divKK.div(k0))));
-            int const dgLast = static_cast<int>(
-                a.divCPerDg.div(g * a.cg + static_cast<int>(a.divKK.div(min(k0 + C::BK, a.kg) - 1))));
+            // Deformable groups only grow along K: the slots hold groups planned - slots + 1 ..
+            // planned, and the host sizes planSlots for two consecutive chunks, so the chunk being
+            // finished keeps its plans while this one's are built (a uniform decision).
+            int dgFirst = 0;
+            int dgLast = 0;
+            if (a.deformableGroups > 1)
+            {
+                dgFirst = static_cast<int>(a.divCPerDg.div(g * a.cg + k0 / a.kk));
+                dgLast = static_cast<int>(a.divCPerDg.div(g * a.cg + (min(k0 + C::BK, a.kg) - 1) / a.kk));
+            }
             if (dgLast > planned)
             {
-                barSync(kBarProducers, kProducers); // nobody still samples from a slot being replaced
+                barSync(kBarProducers, C::PRODUCERS); // nobody still samples from a slot being replaced
                 for (int d = max(planned + 1, dgFirst); d <= dgLast; ++d)
                 {
-                    buildPlan<T, C>(a, offset, mask, p0, d, d % a.planSlots, planW, planI, planS, win, ptid);
+                    buildPlan<T, C>(a, offset, mask, p0, d, d % a.planSlots, planW, planI, ptid);
                 }
                 planned = dgLast;
-                barSync(kBarProducers, kProducers);
+                barSync(kBarProducers, C::PRODUCERS);
             }
+            if (a.aVec)
+            {
+#pragma unroll
+                for (int it = 0; it < AIT; ++it)
+                {
+                    int const vi = ptid + it * C::PRODUCERS;
+                    int const m = vi / VPR;
+                    int const kv = (vi - m * VPR) * C::VEC;
+                    R.av[it] = make_uint4(0u, 0u, 0u, 0u);
+#ifdef DCN_FUSED_NO_ALOAD // experiments: the weight loads left out
+                    if (m0 + m == -1)
+#else
+                    if ((C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS) && m0 + m < a.mg && k0 + kv < a.kg)
+#endif
+                    {
+                        R.av[it] = __ldg(
+                            reinterpret_cast<uint4 const*>(wGroup + (static_cast<int64_t>(m0 + m) * a.kg + k0 + kv)));
+                    }
+                }
+            }
+            R.e0 = -1;
+            if (k0 + r < a.kg)
+            {
+                int const cIn = g * a.cg + c;
+                int const slot = a.planSlots > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) % a.planSlots : 0;
+                R.e0 = (slot * a.kk + kp) * C::BN + t;
+                T const* const plane = x + static_cast<int64_t>(cIn) * a.hw;
+#pragma unroll
+                for (int j = 0; j < C::PXT; ++j)
+                {
+#ifdef DCN_FUSED_NO_GATHER // experiments: the sampling loads left out
+                    R.v[j][0] = R.v[j][1] = R.v[j][2] = R.v[j][3] = dcn::simple::fromFloat<T>(1.0f);
+#else
+                    T const* const q = plane + planI[R.e0 + C::TPR * j];
+                    T const* const q2 = q + a.w;
+                    R.v[j][0] = ldT(q);
+                    R.v[j][1] = ldT(q + 1);
+                    R.v[j][2] = ldT(q2);
+                    R.v[j][3] = ldT(q2 + 1);
+#endif
+                }
+            }
+            c += dC;
+            kp += dKp;
+            if (kp >= a.kk)
+            {
+                kp -= a.kk;
+                ++c;
+            }
+        };
+        // Combines chunk kc from R into pipeline stage kc % STAGES and hands it to the consumers.
+        auto finish = [&](int kc, Regs const& R) {
+            int const s = kc % C::STAGES;
+            int const k0 = kc * C::BK;
             if (kc >= C::STAGES)
             {
                 barSync(2 + C::STAGES + s, kAll); // consumers are done with stage s
             }
-            // Weight tile [BM][BK] of this chunk.
             T* const a_s = sA + s * (C::BM * C::LDA);
             if (a.aVec)
             {
-                constexpr int VEC = 16 / sizeof(T);
-                constexpr int VPR = C::BK / VEC;
 #pragma unroll
-                for (int v = ptid; v < C::BM * VPR; v += kProducers)
+                for (int it = 0; it < AIT; ++it)
                 {
-                    int const m = v / VPR;
-                    int const kv = (v - m * VPR) * VEC;
-                    uint4 val = make_uint4(0u, 0u, 0u, 0u);
-                    if (m0 + m < a.mg && k0 + kv < a.kg)
+                    int const vi = ptid + it * C::PRODUCERS;
+                    if (C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS)
                     {
-                        val = __ldg(reinterpret_cast<uint4 const*>(
-                            wGroup + (static_cast<int64_t>(m0 + m) * a.kg + k0 + kv)));
+                        int const m = vi / VPR;
+                        *reinterpret_cast<uint4*>(a_s + m * C::LDA + (vi - m * VPR) * C::VEC) = R.av[it];
                     }
-                    *reinterpret_cast<uint4*>(a_s + m * C::LDA + kv) = val;
                 }
             }
             else
             {
-                for (int e = ptid; e < C::BM * C::BK; e += kProducers)
+                for (int e = ptid; e < C::BM * C::BK; e += C::PRODUCERS)
                 {
                     int const m = e / C::BK;
                     int const kk = e - m * C::BK;
@@ -353,91 +348,37 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
                     a_s[m * C::LDA + kk] = val;
                 }
             }
-            // Start copying the windows of the next chunk's new channels (waited for after sampling).
-            if (a.stageSlots > 0 && kc + 1 < nChunks)
-            {
-                int const cNext = g * a.cg + static_cast<int>(a.divKK.div(min(k0 + 2 * C::BK, a.kg) - 1));
-                stageChannels<T, C>(a, x, sWin, win, staged + 1, cNext, ptid);
-                staged = cNext;
-                cpAsyncCommit();
-            }
-            // Sampled tile [BK][BN]: this warp's ROWS rows, this lane's PX pixels.
-            T* const b_s = sB + s * (C::BK * C::LDB);
-            T v[C::ROWS][C::PX][4];
-            int planRow[C::ROWS];
-            bool rowOk[C::ROWS];
+            T* const row = sB + s * (C::BK * C::LDB) + r * C::LDB;
 #pragma unroll
-            for (int i = 0; i < C::ROWS; ++i)
+            for (int j = 0; j < C::PXT; ++j)
             {
-                int const k = k0 + pw * C::ROWS + i;
-                rowOk[i] = k < a.kg;
-                int const c = static_cast<int>(a.divKK.div(rowOk[i] ? k : 0));
-                int const kp = (rowOk[i] ? k : 0) - c * a.kk;
-                int const cIn = g * a.cg + c;
-                int const dg = static_cast<int>(a.divCPerDg.div(cIn));
-                planRow[i] = ((dg % a.planSlots) * a.kk + kp) * C::BN;
-                T const* const plane = x + static_cast<int64_t>(cIn) * a.hw;
-                constexpr int VEC = 16 / sizeof(T);
-                int64_t const wStart = static_cast<int64_t>(win.n0) * a.xImg + static_cast<int64_t>(cIn) * a.hw
-                    + static_cast<int64_t>(win.y0) * a.w;
-                T const* const wPlane
-                    = sWin + (a.stageSlots > 0 ? (cIn % a.stageSlots) * a.slotElems + (wStart & (VEC - 1)) : 0);
-#pragma unroll
-                for (int j = 0; j < C::PX; ++j)
+                float sv = 0.0f;
+                if (R.e0 >= 0)
                 {
-                    if (rowOk[i])
-                    {
-                        int const e = planRow[i] + lane + 32 * j;
-                        int const sIdx = planS[e];
-#ifdef DCN_FUSED_NO_GATHER // experiments: the sampling loads left out
-                        v[i][j][0] = v[i][j][1] = v[i][j][2] = v[i][j][3] = dcn::simple::fromFloat<T>(sIdx * 1e-3f);
-#else
-                        if (sIdx >= 0)
-                        {
-                            T const* const q = wPlane + sIdx;
-                            v[i][j][0] = q[0];
-                            v[i][j][1] = q[1];
-                            v[i][j][2] = q[a.w];
-                            v[i][j][3] = q[a.w + 1];
-                        }
-                        else
-                        {
-                            T const* const q = plane + imgOff[j] + planI[e];
-                            v[i][j][0] = ldT(q);
-                            v[i][j][1] = ldT(q + 1);
-                            v[i][j][2] = ldT(q + a.w);
-                            v[i][j][3] = ldT(q + a.w + 1);
-                        }
-#endif
-                    }
+                    using dcn::simple::toFloat;
+                    float4 const wv = planW[R.e0 + C::TPR * j];
+                    sv = wv.x * toFloat<T>(R.v[j][0]);
+                    sv = fmaf(wv.y, toFloat<T>(R.v[j][1]), sv);
+                    sv = fmaf(wv.z, toFloat<T>(R.v[j][2]), sv);
+                    sv = fmaf(wv.w, toFloat<T>(R.v[j][3]), sv);
                 }
-            }
-#pragma unroll
-            for (int i = 0; i < C::ROWS; ++i)
-            {
-                T* const row = b_s + (pw * C::ROWS + i) * C::LDB;
-#pragma unroll
-                for (int j = 0; j < C::PX; ++j)
-                {
-                    float sv = 0.0f;
-                    if (rowOk[i])
-                    {
-                        using dcn::simple::toFloat;
-                        float4 const wv = planW[planRow[i] + lane + 32 * j];
-                        sv = wv.x * toFloat<T>(v[i][j][0]);
-                        sv = fmaf(wv.y, toFloat<T>(v[i][j][1]), sv);
-                        sv = fmaf(wv.z, toFloat<T>(v[i][j][2]), sv);
-                        sv = fmaf(wv.w, toFloat<T>(v[i][j][3]), sv);
-                    }
-                    row[lane + 32 * j] = dcn::simple::fromFloat<T>(sv);
-                }
+                row[t + C::TPR * j] = dcn::simple::fromFloat<T>(sv);
             }
             barArrive(2 + s, kAll); // stage s is full
-            if (a.stageSlots > 0)
-            {
-                cpAsyncWaitAll();                   // the next chunk's windows have landed
-                barSync(kBarProducers, kProducers); // for every producer, and this chunk's are free
-            }
+        };
+        Regs r0;
+        Regs r1;
+        prepare(0, r0);
+        for (int kc = 0; kc < nChunks; kc += 2)
+        {
+            if (kc + 1 < nChunks)
+                prepare(kc + 1, r1);
+            finish(kc, r0);
+            if (kc + 1 >= nChunks)
+                break;
+            if (kc + 2 < nChunks)
+                prepare(kc + 2, r0);
+            finish(kc + 1, r1);
         }
         return;
     }
@@ -479,23 +420,19 @@ __global__ void __launch_bounds__(kThreads, 1) dcnFusedForwardKernel(FusedArgs c
 #pragma unroll
                 for (int np = 0; np < C::NT / 2; ++np)
                 {
-                    uint32_t r[4];
+                    uint32_t rr[4];
                     ldmatrixX4Trans(
-                        r, b_s + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * C::LDB + np * 16 + (lane >> 4) * 8);
-                    bf[2 * np][0] = r[0];
-                    bf[2 * np][1] = r[1];
-                    bf[2 * np + 1][0] = r[2];
-                    bf[2 * np + 1][1] = r[3];
+                        rr, b_s + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * C::LDB + np * 16 + (lane >> 4) * 8);
+                    bf[2 * np][0] = rr[0];
+                    bf[2 * np][1] = rr[1];
+                    bf[2 * np + 1][0] = rr[2];
+                    bf[2 * np + 1][1] = rr[3];
                 }
 #pragma unroll
-#ifndef DCN_FUSED_NO_MMA // experiments: the tensor-core work left out
                 for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
                     for (int nt = 0; nt < C::NT; ++nt)
                         mmaK16<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
-#else
-                acc[0][0][0] += __uint_as_float(af[0][0] ^ bf[0][0]);
-#endif
             }
         }
         else
