@@ -110,15 +110,20 @@ def main() -> int:
             bias = cast(rs.standard_normal((cout,), dtype=cupy.float32))
             row = []
 
+            p_auto = core.make_params((n, c, h, w), (cout, c, 3, 3), stride=(s, s), padding=(1, 1),
+                                      with_bias=True, dtype=code, math=math)
+            ws = cupy.empty((max(1, core.workspace_size(p_auto, lib)),), dtype=cupy.uint8)
+
             def timed(algo: int) -> float:
                 p = core.make_params((n, c, h, w), (cout, c, 3, 3), stride=(s, s), padding=(1, 1),
                                      with_bias=True, dtype=code, algo=algo, math=math)
                 try:
-                    core.forward(p, *bufs[0][:3], wt, bias, bufs[0][3], lib=lib, check=False)
+                    core.forward(p, *bufs[0][:3], wt, bias, bufs[0][3], workspace=ws, lib=lib, check=False)
                 except Exception:  # noqa: BLE001 - unsupported tile: shown as n/a
                     return float("nan")
                 return graph_time_us(
-                    lambda i: core.forward(p, *bufs[i][:3], wt, bias, bufs[i][3], lib=lib, check=False),
+                    lambda i: core.forward(p, *bufs[i][:3], wt, bias, bufs[i][3], workspace=ws, lib=lib,
+                                           check=False),
                     sets, args.reps)
 
             for t in range(tiles):

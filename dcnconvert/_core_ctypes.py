@@ -286,7 +286,8 @@ def forward(
         x, offset, mask, weight, bias: CuPy device arrays (C-contiguous, the dtype of ``params``;
             ``uint16`` bits for BF16). ``bias`` only when ``params.withBias``.
         out: output array to write; allocated (uninitialised) when None.
-        workspace: device buffer of at least :func:`workspace_size` bytes, if that is non-zero.
+        workspace: device buffer of at least :func:`workspace_size` bytes; allocated for the call
+            when None and needed (pass one when capturing a CUDA graph).
         lib: the loaded library (default :func:`load`).
         check: verify shapes and dtypes before the call.
 
@@ -321,12 +322,13 @@ def forward(
                 raise ValidationError("DcnParams.withBias = 1 but no bias array was given")
             _check_array("bias", bias, (params.cout,), params.dtype)
         _check_array("out", out, out_shape, params.dtype)
-    need = workspace_size(params, lib)
     ws_ptr, ws_size = None, 0
+    if workspace is None:
+        need = workspace_size(params, lib)
+        if need:  # allocated here (not inside a CUDA graph capture: pass `workspace` there)
+            workspace = cupy.empty((need,), dtype=cupy.uint8)
     if workspace is not None:
         ws_ptr, ws_size = workspace.data.ptr, int(workspace.nbytes)
-    elif need:
-        raise ValidationError(f"dcnForward needs a workspace of {need} bytes")
     buf = ctypes.create_string_buffer(_MSG_LEN)
     stream = cupy.cuda.get_current_stream().ptr
     status = lib.dcnForward(

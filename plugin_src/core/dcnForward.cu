@@ -97,8 +97,13 @@ DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
 
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
 {
-    (void) p;
-    return 0; // the simple kernel samples on the fly and needs no scratch memory
+    // The simple kernel needs none; the channel-vectorised fused kernel keeps an NHWC copy of x and
+    // the weights in its K order there (0 for invalid parameters: dcnForward reports those).
+    if (p == nullptr || p->algo == kDCN_ALGO_SIMPLE || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
+    {
+        return 0;
+    }
+    return dcn::fused::workspaceBytes(*p);
 }
 
 DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,
@@ -110,7 +115,6 @@ DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void con
     {
         return s;
     }
-    (void) workspace;
     size_t const need = dcnWorkspaceSize(p);
     if (workspaceSize < need)
     {
@@ -143,7 +147,7 @@ DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void con
     {
         int32_t const tile = p->algo >= kDCN_ALGO_FUSED_TILE ? p->algo - kDCN_ALGO_FUSED_TILE : -1;
         DcnStatus const f
-            = dcn::fused::forward(*p, tile, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+            = dcn::fused::forward(*p, tile, x, offset, mask, weight, bias, out, workspace, workspaceSize, stream, msg, msgLen);
         if (f != kDCN_UNSUPPORTED || p->algo != kDCN_ALGO_AUTO)
         {
             return f;

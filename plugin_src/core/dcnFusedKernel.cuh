@@ -52,7 +52,7 @@ struct FusedArgs
     int64_t offsetN; // offset elements per image
     int64_t maskN;   // mask elements per image
     int64_t outImg;  // cout * ho * wo
-    int32_t h, w, howo, wo, pixels, cg, mg, kg, kk, kw, cout;
+    int32_t h, w, howo, wo, pixels, cg, mg, kg, kk, kw, cout, c;
     int32_t strideH, strideW, padH, padW, dilationH, dilationW;
     int32_t deformableGroups;
     int32_t planSlots; // plan slots: at least the deformable groups two chunks (2 BK rows) can touch
@@ -112,7 +112,9 @@ __device__ __forceinline__ T ldT(T const* p)
 }
 
 /* Builds the plan of deformable group dg into slot `slot` (producer threads only). */
-template <typename T, class C>
+/* NHWC: the plan's element offset is that of channel 0 of the cell in an NHWC image, else NCHW
+ * (plane 0). */
+template <typename T, class C, bool NHWC = false>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
     T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
 {
@@ -187,7 +189,7 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
                         wx0 = 0.0f;
                     }
                     wv = make_float4(mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1);
-                    idx += yc * a.w + xc;
+                    idx += NHWC ? (yc * a.w + xc) * a.c : yc * a.w + xc;
                 }
             }
         }
@@ -195,6 +197,51 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
         planW[at] = wv;
         planI[at] = idx;
     }
+}
+
+/* Epilogue of both fused kernels: bias in FP32, one rounding to T, NCHW stores. acc is the warp's
+ * MT x NT grid of m16n8 accumulator fragments at channels m0 + wm*WTM, pixels p0 + wn*WTN. */
+template <typename T, class C>
+__device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
+    T const* __restrict__ bias, T* __restrict__ out, int64_t p0, int m0, int g, int wm, int wn, int gq, int tq)
+{
+    int64_t colOut[C::NT][2];
+#pragma unroll
+    for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+        {
+            int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
+            if (p < a.pixels)
+            {
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                colOut[nt][e] = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo);
+            }
+            else
+            {
+                colOut[nt][e] = -1;
+            }
+        }
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+        {
+            int const m = m0 + wm * C::WTM + mt * 16 + gq + 8 * h;
+            if (m >= a.mg)
+                continue;
+            int64_t const co = static_cast<int64_t>(g) * a.mg + m;
+            float const bv = a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
+            T* const outRow = out + co * a.howo;
+#pragma unroll
+            for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                {
+                    if (colOut[nt][e] >= 0)
+                        outRow[colOut[nt][e]] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv);
+                }
+        }
 }
 
 template <typename T, MathKind MK, class C>
@@ -494,44 +541,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
         }
     }
 
-    // Epilogue: bias in FP32, one rounding to T.
-    int64_t colOut[C::NT][2];
-#pragma unroll
-    for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-        {
-            int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
-            if (p < a.pixels)
-            {
-                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-                colOut[nt][e] = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo);
-            }
-            else
-            {
-                colOut[nt][e] = -1;
-            }
-        }
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-        {
-            int const m = m0 + wm * C::WTM + mt * 16 + gq + 8 * h;
-            if (m >= a.mg)
-                continue;
-            int64_t const co = static_cast<int64_t>(g) * a.mg + m;
-            float const bv = a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
-            T* const outRow = out + co * a.howo;
-#pragma unroll
-            for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                {
-                    if (colOut[nt][e] >= 0)
-                        outRow[colOut[nt][e]] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv);
-                }
-        }
+    storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm, wn, gq, tq);
 #endif
 }
 
