@@ -3,7 +3,7 @@
  * configurations, the choice of one, the workspace, and the launches.
  *
  * Two kernels: the channel-vectorised one (dcnFusedNhwc.cuh; needs channels per group and per
- * deformable group divisible by 8, and a workspace for the NHWC copy of x and the permuted
+ * deformable group divisible by 32, and a workspace for the NHWC copy of x and the permuted
  * weights) and the NCHW one (dcnFusedKernel.cuh; any channel count, no workspace).
  */
 #include "dcnFused.h"
@@ -79,14 +79,16 @@ size_t elemBytes(DcnParams const& p)
     return p.dtype == kDCN_FLOAT32 ? 4 : 2;
 }
 
-/* Plan slots: the most deformable groups that two chunks (64 consecutive K rows) can touch when
- * each group spans cPerDg * kh * kw rows (1 when there is one group). */
-int planSlots(DcnParams const& p)
+/* Plan slots: the most deformable groups that `chunks` chunks in flight (chunks x 32 consecutive K
+ * rows) can touch when each group spans cPerDg * kh * kw rows (1 when there is one group). The
+ * NCHW kernel has 2 chunks in flight, the channel-vectorised one NTile::PD + 1. */
+int planSlots(DcnParams const& p, bool nhwc)
 {
     if (p.deformableGroup == 1)
         return 1;
+    int const chunks = nhwc ? (p.dtype == kDCN_FLOAT32 ? 3 : 4) : 2;
     int64_t const rows = p.c / p.deformableGroup * int64_t(p.kh) * p.kw;
-    int64_t const span = (63 + rows - 1) / rows + 1;
+    int64_t const span = (chunks * 32 - 1 + rows - 1) / rows + 1;
     return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);
 }
 
@@ -97,13 +99,13 @@ size_t smemBytesFor(int tile, DcnParams const& p)
     size_t const lda = 32 + (elem == 4 ? 4 : 8);
     size_t const ab = size_t(t.bm) * lda * elem;
     size_t const bb = t.nhwc ? size_t(t.bn) * lda * elem : size_t(32) * (t.bn + 8) * elem;
-    return t.stages * (ab + bb) + size_t(planSlots(p)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t));
+    return t.stages * (ab + bb) + size_t(planSlots(p, t.nhwc)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t));
 }
 
 /* Whether the channel-vectorised kernel applies (device-independent: it sizes the workspace). */
 bool nhwcApplies(DcnParams const& p)
 {
-    return (p.c / p.group) % 8 == 0 && (p.c / p.deformableGroup) % 8 == 0;
+    return (p.c / p.group) % 32 == 0 && (p.c / p.deformableGroup) % 32 == 0;
 }
 
 size_t alignUp(size_t v)
@@ -130,7 +132,7 @@ char const* unsupportedReason(DcnParams const& p, int tile, Device const& d, siz
     if (kTiles[tile].nhwc)
     {
         if (!nhwcApplies(p))
-            return "the channel-vectorised tiles need channels per group and per deformable group divisible by 8";
+            return "the channel-vectorised tiles need channels per group and per deformable group divisible by 32";
         if (workspaceSize < workspaceBytes(p))
             return "the workspace is smaller than dcnWorkspaceSize()";
     }
@@ -224,6 +226,9 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
         s = raiseSmemLimit(kernel, d, configured, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
+#ifdef DCN_FUSED_PREP_ONLY // experiments: time the prep kernel alone
+        return kDCN_SUCCESS;
+#endif
         kernel<<<grid, C::THREADS, C::smemBytes(a.kk, a.planSlots), stream>>>(a, xh, static_cast<T const*>(q.offset),
             static_cast<T const*>(q.mask), wp, static_cast<T const*>(q.bias), static_cast<T*>(q.out));
         return launchError("fused kernel", p, TILE, msg, msgLen);
@@ -293,7 +298,7 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, bool nhwc)
     a.dilationH = p.dilationH;
     a.dilationW = p.dilationW;
     a.deformableGroups = p.deformableGroup;
-    a.planSlots = planSlots(p);
+    a.planSlots = planSlots(p, nhwc);
     a.withBias = p.withBias;
     a.aVec = nhwc || ((a.kg * elemBytes(p)) % 16 == 0 && reinterpret_cast<uintptr_t>(weight) % 16 == 0);
     a.divCPerDg.init(static_cast<uint32_t>(p.c / p.deformableGroup));

@@ -24,8 +24,8 @@
  * simple kernel (dcnSimpleKernel.cuh); element offsets into x, offset, mask and out are 64-bit.
  *
  * Preconditions (checked on the host, dcnFused.cu): h >= 2, w >= 2, h*w < 2^31, n*ho*wo < 2^31,
- * and planSlots >= the number of deformable groups two consecutive chunks (2 BK rows of K) can
- * touch (the plan of deformable group d lives in slot d % planSlots).
+ * and planSlots >= the number of deformable groups the chunks in flight (2 here, up to 4 in the
+ * channel-vectorised kernel) can touch (the plan of deformable group d lives in slot d % planSlots).
  */
 #ifndef DCN_FUSED_KERNEL_CUH
 #define DCN_FUSED_KERNEL_CUH
@@ -55,7 +55,7 @@ struct FusedArgs
     int32_t h, w, howo, wo, pixels, cg, mg, kg, kk, kw, cout, c;
     int32_t strideH, strideW, padH, padW, dilationH, dilationW;
     int32_t deformableGroups;
-    int32_t planSlots; // plan slots: at least the deformable groups two chunks (2 BK rows) can touch
+    int32_t planSlots; // plan slots: at least the deformable groups the chunks in flight can touch
     int32_t withBias;
     int32_t aVec; // weight rows are 16-byte aligned: vector loads
     FastDiv divCPerDg, divHoWo, divWo;

@@ -3,13 +3,14 @@
  *
  * A prep kernel writes x as NHWC and the weights in the matching K order into the workspace:
  *   xh[n][y][x][c]                          (channels contiguous: 8 channels = one 16-byte vector)
- *   wp[m][k'] with k' = (cb * kh*kw + kp) * 8 + ci   for input channel c = cb * 8 + ci of the group.
- * The GEMM is then the same as in dcnFusedKernel.cuh with K in that order: an "octet" of 8 K rows
- * is 8 consecutive channels at one kernel point, all in one deformable group (the host requires
- * channels per group and per deformable group to be multiples of 8). A producer thread samples
- * one octet of one pixel per pixel it owns: one plan lookup, four 16-byte (FP32: 2 x 16-byte) corner
- * loads, 8 FP32 bilinear sums, and one 16-byte shared store into the K-contiguous B tile
- * [BN][BK + pad], which the consumers read with ldmatrix (non-transposed).
+ *   wp[m][k'] with k' = (cb * kh*kw + kp) * 32 + ci   for input channel c = cb * 32 + ci of the group.
+ * The GEMM is then the same as in dcnFusedKernel.cuh with K in that order: each chunk of BK = 32
+ * K rows is one block of 32 consecutive channels at one kernel point, all in one deformable group
+ * (the host requires channels per group and per deformable group to be multiples of 32). A
+ * producer task is one 16-byte vector (8 FP16/BF16 or 4 FP32 channels) of one pixel: one plan
+ * lookup, four 16-byte corner loads, FP32 bilinear sums, one 16-byte store into the K-contiguous B
+ * tile [BN][BK + pad], which the consumers read with ldmatrix (non-transposed). The 4 (FP32: 8)
+ * tasks of a pixel sit in neighbouring lanes and read 64 (128) contiguous bytes per corner.
  */
 #ifndef DCN_FUSED_NHWC_CUH
 #define DCN_FUSED_NHWC_CUH
@@ -66,12 +67,12 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
         return;
     int64_t const kg = int64_t(cg) * kk;
     int64_t const m = e / kg;
-    int64_t const k = e - m * kg; // k' = (cb * kk + kp) * 8 + ci
-    int64_t const octet = k >> 3;
-    int64_t const ci = k & 7;
-    int64_t const cb = octet / kk;
-    int64_t const kp = octet - cb * kk;
-    wp[e] = w[m * kg + (cb * 8 + ci) * kk + kp];
+    int64_t const k = e - m * kg; // k' = (cb * kk + kp) * 32 + ci
+    int64_t const block = k >> 5;
+    int64_t const ci = k & 31;
+    int64_t const cb = block / kk;
+    int64_t const kp = block - cb * kk;
+    wp[e] = w[m * kg + (cb * 32 + ci) * kk + kp];
 }
 
 template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_>
@@ -79,7 +80,7 @@ struct NTile
 {
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
-    static constexpr int BK = 32; // 4 octets
+    static constexpr int BK = 32; // one block of 32 channels at one kernel point
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -95,15 +96,15 @@ struct NTile
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
-    static constexpr int TPO = PRODUCERS / 4; // producer threads per octet row of a chunk
-    static constexpr int PXT = BN / TPO;      // pixels per producer thread
+    static constexpr int PD = sizeof(T) == 4 ? 2 : 3; // register sets per producer thread (host: planSlots)
     static constexpr int VEC = 16 / sizeof(T);
-    static constexpr int OV = 8 / VEC; // 16-byte vectors per octet (1 for 16-bit types, 2 for FP32)
+    static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
+    static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
     static constexpr int A_VECS = BM * BK / VEC;
     static constexpr size_t A_BYTES = size_t(BM) * LDA * sizeof(T);
     static constexpr size_t B_BYTES = size_t(BN) * LDB * sizeof(T);
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
-    static_assert(PRODUCERS % 128 == 0 && BN % TPO == 0 && TPO % 32 == 0, "producer mapping");
+    static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
@@ -136,13 +137,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     {
         // ------------------------------------------------------------------ producers
         int const ptid = tid - C::CONSUMERS;
-        int const oq = ptid / C::TPO; // this thread's octet within every chunk
-        int const t = ptid - oq * C::TPO;
-        int const octets = a.kg / 8;
-        int cb = oq / a.kk; // (channel block, kernel point) of the octet, advanced by 4 per chunk
-        int kp = oq - cb * a.kk;
-        int const dCb = 4 / a.kk;
-        int const dKp = 4 - dCb * a.kk;
+        int cb = 0; // (channel block, kernel point) of the chunk being prepared
+        int kp = 0;
         int planned = -1;
         int64_t const rowStride = static_cast<int64_t>(a.w) * a.c;
         T const* const wGroup = wp + static_cast<int64_t>(g) * a.mg * a.kg;
@@ -150,27 +146,19 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         constexpr int VPR = C::BK / C::VEC;
         struct Regs
         {
-            uint4 v[C::PXT][4][C::OV];
+            uint4 v[C::PXT][4];
             uint4 av[AIT];
-            int e0; // plan entry of the first pixel (-1: octet beyond K)
+            int e0; // plan entry of kernel point kp, pixel 0 (-1: chunk beyond K)
         };
         auto prepare = [&](int kc, Regs& R) {
             int const k0 = kc * C::BK;
-            int dgFirst = 0;
-            int dgLast = 0;
-            if (a.deformableGroups > 1)
+            int const cIn = g * a.cg + cb * 32;
+            int const dg = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) : 0;
+            if (dg > planned)
             {
-                dgFirst = static_cast<int>(a.divCPerDg.div(g * a.cg + (k0 / 8) / a.kk * 8));
-                dgLast = static_cast<int>(a.divCPerDg.div(g * a.cg + ((min(k0 + C::BK, a.kg) - 1) / 8) / a.kk * 8));
-            }
-            if (dgLast > planned)
-            {
-                barSync(kBarProducers, C::PRODUCERS);
-                for (int d = max(planned + 1, dgFirst); d <= dgLast; ++d)
-                {
-                    buildPlan<T, C, true>(a, offset, mask, p0, d, d % a.planSlots, planW, planI, ptid);
-                }
-                planned = dgLast;
+                barSync(kBarProducers, C::PRODUCERS); // nobody still samples from a slot being replaced
+                buildPlan<T, C, true>(a, offset, mask, p0, dg, dg % a.planSlots, planW, planI, ptid);
+                planned = dg;
                 barSync(kBarProducers, C::PRODUCERS);
             }
 #pragma unroll
@@ -180,38 +168,28 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 int const m = vi / VPR;
                 int const kv = (vi - m * VPR) * C::VEC;
                 R.av[it] = make_uint4(0u, 0u, 0u, 0u);
-                if ((C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS) && m0 + m < a.mg && k0 + kv < a.kg)
+                if ((C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS) && m0 + m < a.mg)
                 {
                     R.av[it] = __ldg(
                         reinterpret_cast<uint4 const*>(wGroup + (static_cast<int64_t>(m0 + m) * a.kg + k0 + kv)));
                 }
             }
-            R.e0 = -1;
-            if (kc * 4 + oq < octets)
+            R.e0 = ((dg % a.planSlots) * a.kk + kp) * C::BN;
+            T const* const base = xh + cIn;
+#pragma unroll
+            for (int j = 0; j < C::PXT; ++j)
             {
-                int const cIn = g * a.cg + cb * 8;
-                int const slot = a.planSlots > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) % a.planSlots : 0;
-                R.e0 = (slot * a.kk + kp) * C::BN + t;
-                T const* const base = xh + cIn;
-#pragma unroll
-                for (int j = 0; j < C::PXT; ++j)
-                {
-                    T const* const q = base + planI[R.e0 + C::TPO * j];
-#pragma unroll
-                    for (int u = 0; u < C::OV; ++u)
-                    {
-                        R.v[j][0][u] = __ldg(reinterpret_cast<uint4 const*>(q) + u);
-                        R.v[j][1][u] = __ldg(reinterpret_cast<uint4 const*>(q + a.c) + u);
-                        R.v[j][2][u] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride) + u);
-                        R.v[j][3][u] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + a.c) + u);
-                    }
-                }
+                int const task = ptid + j * C::PRODUCERS;
+                int const pl = task / C::TPP;
+                T const* const q = base + planI[R.e0 + pl] + (task - pl * C::TPP) * C::VEC;
+                R.v[j][0] = __ldg(reinterpret_cast<uint4 const*>(q));
+                R.v[j][1] = __ldg(reinterpret_cast<uint4 const*>(q + a.c));
+                R.v[j][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
+                R.v[j][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + a.c));
             }
-            cb += dCb;
-            kp += dKp;
-            if (kp >= a.kk)
+            if (++kp == a.kk)
             {
-                kp -= a.kk;
+                kp = 0;
                 ++cb;
             }
         };
@@ -232,58 +210,54 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                     *reinterpret_cast<uint4*>(a_s + m * C::LDA + (vi - m * VPR) * C::VEC) = R.av[it];
                 }
             }
-            T* const b_s = sB + s * (C::BN * C::LDB) + oq * 8;
+            T* const b_s = sB + s * (C::BN * C::LDB);
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
-                uint4 res[C::OV];
+                using dcn::simple::fromFloat;
+                using dcn::simple::toFloat;
+                int const task = ptid + j * C::PRODUCERS;
+                int const pl = task / C::TPP;
+                float4 const wv = planW[R.e0 + pl];
+                T const* const c00 = reinterpret_cast<T const*>(&R.v[j][0]);
+                T const* const c01 = reinterpret_cast<T const*>(&R.v[j][1]);
+                T const* const c10 = reinterpret_cast<T const*>(&R.v[j][2]);
+                T const* const c11 = reinterpret_cast<T const*>(&R.v[j][3]);
+                uint4 res;
+                T* const o = reinterpret_cast<T*>(&res);
 #pragma unroll
-                for (int u = 0; u < C::OV; ++u)
-                    res[u] = make_uint4(0u, 0u, 0u, 0u);
-                if (R.e0 >= 0)
+                for (int i = 0; i < C::VEC; ++i)
                 {
-                    using dcn::simple::fromFloat;
-                    using dcn::simple::toFloat;
-                    float4 const wv = planW[R.e0 + C::TPO * j];
-#pragma unroll
-                    for (int u = 0; u < C::OV; ++u)
-                    {
-                        T const* const c00 = reinterpret_cast<T const*>(&R.v[j][0][u]);
-                        T const* const c01 = reinterpret_cast<T const*>(&R.v[j][1][u]);
-                        T const* const c10 = reinterpret_cast<T const*>(&R.v[j][2][u]);
-                        T const* const c11 = reinterpret_cast<T const*>(&R.v[j][3][u]);
-                        T* const o = reinterpret_cast<T*>(&res[u]);
-#pragma unroll
-                        for (int i = 0; i < C::VEC; ++i)
-                        {
-                            float sv = wv.x * toFloat<T>(c00[i]);
-                            sv = fmaf(wv.y, toFloat<T>(c01[i]), sv);
-                            sv = fmaf(wv.z, toFloat<T>(c10[i]), sv);
-                            sv = fmaf(wv.w, toFloat<T>(c11[i]), sv);
-                            o[i] = fromFloat<T>(sv);
-                        }
-                    }
+                    float sv = wv.x * toFloat<T>(c00[i]);
+                    sv = fmaf(wv.y, toFloat<T>(c01[i]), sv);
+                    sv = fmaf(wv.z, toFloat<T>(c10[i]), sv);
+                    sv = fmaf(wv.w, toFloat<T>(c11[i]), sv);
+                    o[i] = fromFloat<T>(sv);
                 }
-                T* const dst = b_s + (t + C::TPO * j) * C::LDB;
-#pragma unroll
-                for (int u = 0; u < C::OV; ++u)
-                    reinterpret_cast<uint4*>(dst)[u] = res[u];
+                *reinterpret_cast<uint4*>(b_s + pl * C::LDB + (task - pl * C::TPP) * C::VEC) = res;
             }
             barArrive(2 + s, kAll); // stage s is full
         };
-        Regs r0;
-        Regs r1;
-        prepare(0, r0);
-        for (int kc = 0; kc < nChunks; kc += 2)
+        // A ring of PD register sets: chunk kc + PD - 1 is loading while chunk kc is finished.
+        Regs ring[C::PD];
+#pragma unroll
+        for (int i = 0; i < C::PD - 1; ++i)
         {
-            if (kc + 1 < nChunks)
-                prepare(kc + 1, r1);
-            finish(kc, r0);
-            if (kc + 1 >= nChunks)
-                break;
-            if (kc + 2 < nChunks)
-                prepare(kc + 2, r0);
-            finish(kc + 1, r1);
+            if (i < nChunks)
+                prepare(i, ring[i]);
+        }
+        for (int kc = 0; kc < nChunks; kc += C::PD)
+        {
+#pragma unroll
+            for (int u = 0; u < C::PD; ++u)
+            {
+                int const k = kc + u;
+                if (k >= nChunks)
+                    break;
+                if (k + C::PD - 1 < nChunks)
+                    prepare(k + C::PD - 1, ring[(u + C::PD - 1) % C::PD]);
+                finish(k, ring[u]);
+            }
         }
         return;
     }
