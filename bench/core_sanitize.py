@@ -24,6 +24,7 @@ cupy.cuda.set_allocator(None)  # exact-size allocations: no pool hiding out-of-b
 from test_core_gpu import CASES, DTYPES, check_close, ensure_core_built, expect_fused, inputs_refs, run_core
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert.errors import UnsupportedNodeError
 
 # Small cases covering: 1x1 spatial, groups/deformable groups, non-square everything, 5x5, 1x3,
 # far-outside offsets, exact borders, partial channel and pixel tiles, K not a multiple of 16.
@@ -58,6 +59,19 @@ def main() -> int:
                 out = run_core(lib, case, dtype, inputs, algo)
                 fused16 = dtype != "float32" and expect_fused(case, dtype, algo)
                 check_close(out, ref, dtype, absref if fused16 else None)
+                runs += 1
+    # The fused kernels on their own grid (channel-vectorised tiles included), every tile once.
+    from test_core_gpu_fused import FUSED_CASES
+
+    for case in FUSED_CASES:
+        for dtype in DTYPES:
+            inputs, ref, absref = inputs_refs(case, dtype)
+            for tile in range(core.fused_tile_count(lib)):
+                try:
+                    out = run_core(lib, case, dtype, inputs, core.ALGO_FUSED_TILE + tile)
+                except UnsupportedNodeError:
+                    continue
+                check_close(out, ref, dtype, absref if dtype != "float32" else None)
                 runs += 1
     print(
         f"core_sanitize: {runs} runs ({len(cases)} cases x {len(DTYPES)} dtypes x auto/simple) OK "

@@ -86,7 +86,7 @@ int planSlots(DcnParams const& p, bool nhwc)
 {
     if (p.deformableGroup == 1)
         return 1;
-    int const chunks = nhwc ? (p.dtype == kDCN_FLOAT32 ? 3 : 4) : 2;
+    int const chunks = nhwc ? (p.dtype == kDCN_FLOAT32 ? 3 : 6) : 2;
     int64_t const rows = p.c / p.deformableGroup * int64_t(p.kh) * p.kw;
     int64_t const span = (chunks * 32 - 1 + rows - 1) / rows + 1;
     return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);
@@ -141,23 +141,36 @@ char const* unsupportedReason(DcnParams const& p, int tile, Device const& d, siz
     return nullptr;
 }
 
-/* Modelled time of one tile choice (arbitrary units): waves of blocks x the block's time, where a
- * block overlaps sampling (per K x pixel element) with the MMAs (per K x pixel x channel). */
-double modelCost(DcnParams const& p, int tile, Device const& d)
+/* The tiles to try for p, best first: a rule fitted to the H200 measurements of
+ * bench/fused_tiles.py (docs/benchmarks.md): 64 x 64 when a group has at most 64 output channels;
+ * 128 x 32 when 128 x 64 tiles would not fill the GPU; 256 x 64 (FP16/BF16) when 256 output
+ * channels and enough pixel tiles; else 128 x 64 with 4 consumer warps; NCHW tiles last. */
+int preferredTiles(DcnParams const& p, Device const& d, int (&order)[kTileCount])
 {
-    TileShape const& t = kTiles[tile];
-    double const kg = double(p.c / p.group) * p.kh * p.kw;
     int64_t const mg = p.cout / p.group;
-    int64_t const pixels = p.n * p.ho * p.wo;
-    int64_t const blocks = ((mg + t.bm - 1) / t.bm) * ((pixels + t.bn - 1) / t.bn) * p.group;
-    double const waves = double((blocks + d.sms - 1) / d.sms);
-    double const macCost = p.dtype == kDCN_FLOAT32 ? (p.math == kDCN_MATH_TF32 ? 2.0 : 6.0) : 1.0;
-    double const sampleCost = t.nhwc ? 24.0 : 160.0; // per sample, in units of one FP16 MAC of one block
-    double const usedM = double(mg < t.bm ? mg : t.bm);
-    double const mma = macCost * (usedM > 64 ? t.bm : 64);
-    double const perBlock = t.bn * kg * (sampleCost > mma ? sampleCost : mma);
-    double const fixed = 4.0 * 32 * t.bn * (sampleCost + mma); // plan, pipeline fill and drain
-    return waves * (perBlock + fixed);
+    int64_t const pixelTiles64 = (p.n * p.ho * p.wo + 63) / 64;
+    int64_t const blocks128 = (mg + 127) / 128 * pixelTiles64 * p.group;
+    int first;
+    if (mg <= 64)
+        first = 4;
+    else if (blocks128 < d.sms)
+        first = 5;
+    else if (p.dtype != kDCN_FLOAT32 && mg >= 256 && pixelTiles64 * p.group * 4 >= int64_t(d.sms) * 3)
+        first = 3;
+    else
+        first = 7;
+    int n = 0;
+    order[n++] = first;
+    int const rest[] = {7, 0, 4, 5, 3, 1, 2, 6, mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
+    for (int t : rest)
+    {
+        bool seen = false;
+        for (int i = 0; i < n; ++i)
+            seen = seen || order[i] == t;
+        if (!seen)
+            order[n++] = t;
+    }
+    return n;
 }
 
 template <class K>
@@ -339,24 +352,16 @@ DcnStatus forward(DcnParams const& p, int32_t tile, void const* x, void const* o
         workspaceSize = 0;
     if (tile < 0)
     {
-        double best = 0.0;
+        int order[kTileCount];
+        int const count = preferredTiles(p, d, order);
         char const* why = nullptr;
-        for (int t = 0; t < kTileCount; ++t)
+        for (int i = 0; i < count && tile < 0; ++i)
         {
-            char const* const reason = unsupportedReason(p, t, d, workspaceSize);
-            if (reason != nullptr)
-            {
-                why = why ? why : reason;
-                continue;
-            }
-            if (tile >= 0 && kTiles[tile].nhwc && !kTiles[t].nhwc)
-                continue; // the channel-vectorised kernel whenever it applies
-            double const cost = modelCost(p, t, d);
-            if (tile < 0 || cost < best || (kTiles[t].nhwc && !kTiles[tile].nhwc))
-            {
-                tile = t;
-                best = cost;
-            }
+            char const* const reason = unsupportedReason(p, order[i], d, workspaceSize);
+            if (reason == nullptr)
+                tile = order[i];
+            else if (why == nullptr)
+                why = reason;
         }
         if (tile < 0)
         {

@@ -23,8 +23,8 @@ int32_t tileCount();
 /* Workspace bytes of the channel-vectorised kernel for p (validated), 0 when it does not apply. */
 size_t workspaceBytes(DcnParams const& p);
 
-/* Runs a fused kernel on p (already validated) with tile configuration `tile`, or the one the cost
- * model picks when tile < 0. Returns kDCN_UNSUPPORTED (msg says why) when the problem, the tile,
+/* Runs a fused kernel on p (already validated) with tile configuration `tile`, or the preferred
+ * supported one when tile < 0. Returns kDCN_UNSUPPORTED (msg says why) when the problem, the tile,
  * the workspace or the device is outside what the kernels handle; the caller may then use the
  * simple kernel. */
 DcnStatus forward(DcnParams const& p, int32_t tile, void const* x, void const* offset, void const* mask,

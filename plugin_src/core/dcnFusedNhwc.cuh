@@ -96,7 +96,8 @@ struct NTile
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
-    static constexpr int PD = sizeof(T) == 4 ? 2 : 3; // register sets per producer thread (host: planSlots)
+    // Register sets (chunks in flight) per producer thread; the host's planSlots covers PD + 1.
+    static constexpr int PD = sizeof(T) == 4 ? 2 : (THREADS <= 384 ? 5 : 3);
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
     static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
