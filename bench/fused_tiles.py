@@ -83,7 +83,11 @@ def main() -> int:
     tiles = core.fused_tile_count(lib)
     l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
     rs = cupy.random.RandomState(11)
-    print(f"{'shape':14s} {'prec':9s} " + " ".join(f"{'t' + str(t):>7s}" for t in range(tiles)) + f" {'auto':>7s} {'simple':>7s}  best  TFLOP/s(auto)")
+    print(
+        f"{'shape':14s} {'prec':9s} "
+        + " ".join(f"{'t' + str(t):>7s}" for t in range(tiles))
+        + f" {'auto':>7s} {'simple':>7s}  best  TFLOP/s(auto)"
+    )
     for name in args.shapes.split(","):
         n, c, h, w, cout, s = SHAPES[name]
         ho, wo = (h + 2 - 3) // s + 1, (w + 2 - 3) // s + 1
@@ -110,29 +114,43 @@ def main() -> int:
             bias = cast(rs.standard_normal((cout,), dtype=cupy.float32))
             row = []
 
-            p_auto = core.make_params((n, c, h, w), (cout, c, 3, 3), stride=(s, s), padding=(1, 1),
-                                      with_bias=True, dtype=code, math=math)
+            p_auto = core.make_params(
+                (n, c, h, w),
+                (cout, c, 3, 3),
+                stride=(s, s),
+                padding=(1, 1),
+                with_bias=True,
+                dtype=code,
+                math=math,
+            )
             ws = cupy.empty((max(1, core.workspace_size(p_auto, lib)),), dtype=cupy.uint8)
 
-            def timed(algo: int) -> float:
-                p = core.make_params((n, c, h, w), (cout, c, 3, 3), stride=(s, s), padding=(1, 1),
-                                     with_bias=True, dtype=code, algo=algo, math=math)
+            def timed(algo: int, params=p_auto, bufs=bufs, wt=wt, bias=bias, ws=ws, sets=sets) -> float:
+                pa = core.DcnParams.from_buffer_copy(params)
+                pa.algo = algo
                 try:
-                    core.forward(p, *bufs[0][:3], wt, bias, bufs[0][3], workspace=ws, lib=lib, check=False)
+                    core.forward(pa, *bufs[0][:3], wt, bias, bufs[0][3], workspace=ws, lib=lib, check=False)
                 except Exception:  # noqa: BLE001 - unsupported tile: shown as n/a
                     return float("nan")
                 return graph_time_us(
-                    lambda i: core.forward(p, *bufs[i][:3], wt, bias, bufs[i][3], workspace=ws, lib=lib,
-                                           check=False),
-                    sets, args.reps)
+                    lambda i: core.forward(
+                        pa, *bufs[i][:3], wt, bias, bufs[i][3], workspace=ws, lib=lib, check=False
+                    ),
+                    sets,
+                    args.reps,
+                )
 
             for t in range(tiles):
                 row.append(timed(core.ALGO_FUSED_TILE + t))
             auto = timed(core.ALGO_AUTO)
             simple = timed(core.ALGO_SIMPLE) if args.simple else float("nan")
             best = int(np.nanargmin(row))
-            print(f"{name:14s} {prec:9s} " + " ".join(f"{v:7.1f}" for v in row)
-                  + f" {auto:7.1f} {simple:7.1f}  t{best}  {flop / auto / 1e6:7.1f}", flush=True)
+            print(
+                f"{name:14s} {prec:9s} "
+                + " ".join(f"{v:7.1f}" for v in row)
+                + f" {auto:7.1f} {simple:7.1f}  t{best}  {flop / auto / 1e6:7.1f}",
+                flush=True,
+            )
     return 0
 
 

@@ -46,8 +46,16 @@ def main() -> int:
     wt = (rs.standard_normal((cout, c, 3, 3), dtype=cupy.float32) / np.sqrt(9 * c)).astype(dt)
     b = rs.standard_normal((cout,), dtype=cupy.float32).astype(dt)
     out = cupy.empty((n, cout, ho, wo), dtype=dt)
-    p = core.make_params((n, c, h, w), (cout, c, 3, 3), stride=(s, s), padding=(1, 1), with_bias=True,
-                         dtype=code, algo=args.algo, math=math)
+    p = core.make_params(
+        (n, c, h, w),
+        (cout, c, 3, 3),
+        stride=(s, s),
+        padding=(1, 1),
+        with_bias=True,
+        dtype=code,
+        algo=args.algo,
+        math=math,
+    )
     for _ in range(2):
         core.forward(p, x, o, m, wt, b, out, lib=lib, check=False)
     cupy.cuda.runtime.deviceSynchronize()

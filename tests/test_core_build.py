@@ -176,7 +176,10 @@ def test_output_size_matches_python(lib: ctypes.CDLL, args: tuple) -> None:
         ("dtype", 3, core.INVALID_ARGUMENT),
         ("dtype", -1, core.INVALID_ARGUMENT),
         ("algo", 7, core.INVALID_ARGUMENT),
-        ("reserved", 1, core.INVALID_ARGUMENT),
+        ("math", 2, core.INVALID_ARGUMENT),
+        ("math", -1, core.INVALID_ARGUMENT),
+        ("algo", 99, core.INVALID_ARGUMENT),
+        ("algo", 3, core.INVALID_ARGUMENT),
     ],
 )
 def test_every_field_is_validated_and_named(lib: ctypes.CDLL, field: str, value: int, status: int) -> None:
@@ -231,9 +234,12 @@ def test_forward_without_gpu_reports_a_cuda_error(lib: ctypes.CDLL) -> None:
     # the context), so it must be skipped there even when CuPy is missing.
     if _gpu_present():
         pytest.skip("a GPU is present; the no-GPU error path is not reachable here")
-    p = _valid()
-    buf = ctypes.create_string_buffer(512)
     fake = ctypes.c_void_p(0x1000)
-    status = lib.dcnForward(ctypes.byref(p), fake, fake, fake, fake, fake, fake, None, 0, None, buf, 512)
-    assert status == core.CUDA_ERROR, buf.value
-    assert b"dcnSimpleForwardKernel" in buf.value, buf.value
+    # AUTO asks the device for its properties first (to pick the fused kernel); SIMPLE launches.
+    cases = ((core.ALGO_AUTO, b"querying the current device"), (core.ALGO_SIMPLE, b"dcnSimpleForwardKernel"))
+    for algo, expected in cases:
+        p = _valid(algo=algo)
+        buf = ctypes.create_string_buffer(512)
+        status = lib.dcnForward(ctypes.byref(p), fake, fake, fake, fake, fake, fake, None, 0, None, buf, 512)
+        assert status == core.CUDA_ERROR, buf.value
+        assert expected in buf.value, buf.value

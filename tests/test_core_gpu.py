@@ -265,7 +265,9 @@ def record_summary(entry: dict) -> None:
             fh.write(json.dumps(entry) + "\n")
 
 
-def params_for(case: Case, dtype: str, algo: int = core.ALGO_AUTO, math: int = core.MATH_ACCURATE) -> core.DcnParams:
+def params_for(
+    case: Case, dtype: str, algo: int = core.ALGO_AUTO, math: int = core.MATH_ACCURATE
+) -> core.DcnParams:
     return core.make_params(
         (case.n, case.c, case.h, case.w),
         (case.cout, case.c // case.group, *case.kernel),
@@ -306,7 +308,13 @@ def fused_applies(case: Case) -> bool:
 
 
 def run_core(
-    lib, case: Case, dtype: str, inputs, algo: int = core.ALGO_AUTO, stream=None, math: int = core.MATH_ACCURATE
+    lib,
+    case: Case,
+    dtype: str,
+    inputs,
+    algo: int = core.ALGO_AUTO,
+    stream=None,
+    math: int = core.MATH_ACCURATE,
 ) -> np.ndarray:
     """Runs the core on ``inputs`` and returns the output as float64 (checks poison and guard)."""
     import cupy
@@ -327,7 +335,13 @@ def run_core(
     return result
 
 
-def check_close(out: np.ndarray, ref: np.ndarray, dtype: str, absref: np.ndarray | None = None, u_operand: float | None = None) -> dict:
+def check_close(
+    out: np.ndarray,
+    ref: np.ndarray,
+    dtype: str,
+    absref: np.ndarray | None = None,
+    u_operand: float | None = None,
+) -> dict:
     """Asserts the per-dtype bound (module docstring); returns the error numbers.
 
     ``absref`` (with ``u_operand``, default the dtype's unit roundoff) adds the allowance for one

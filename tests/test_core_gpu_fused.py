@@ -4,9 +4,9 @@ Every tile configuration (``ALGO_FUSED_TILE + i``) runs on cases with partial ch
 tiles, tiles that span two images, several groups, deformable groups that span fewer K rows than one
 chunk (several sampling-plan slots), unaligned weight rows (scalar weight loads), 1x1 and 5x5
 kernels and a 2 x 2 input; the f_nhwc cases (channels per group and per deformable group in
-multiples of 32) run the channel-vectorised tiles too. Outputs are checked against the float64 reference with the fused
-kernel's bound (tests/test_core_gpu.py docstring), and every tile must give bit-identical results:
-the order of accumulation along K does not depend on the tile.
+multiples of 32) run the channel-vectorised tiles too. Outputs are checked against the float64
+reference with the fused kernel's bound (tests/test_core_gpu.py docstring), and every tile of one
+kernel must give bit-identical results: its order of accumulation along K does not depend on the tile.
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ def test_auto_picks_fused_and_matches_forced_fused(lib, need_fused) -> None:
         simple = run_core(lib, case, dtype, inputs, core.ALGO_SIMPLE)
         assert np.array_equal(auto, fused), f"{dtype}: AUTO did not run the fused kernel"
         if dtype != "float32":
-            assert not np.array_equal(auto, simple), f"{dtype}: fused and simple agree bit for bit (same kernel?)"
+            assert not np.array_equal(auto, simple), (
+                f"{dtype}: fused and simple agree bit for bit (same kernel?)"
+            )
 
 
 @pytest.mark.gpu
@@ -128,7 +130,9 @@ def test_unknown_tile_is_rejected(lib) -> None:
 
     case = FUSED_CASES[0]
     p = core.make_params(
-        (case.n, case.c, case.h, case.w), (case.cout, case.c, 3, 3), padding=(1, 1),
+        (case.n, case.c, case.h, case.w),
+        (case.cout, case.c, 3, 3),
+        padding=(1, 1),
         algo=core.ALGO_FUSED_TILE + tile_count(lib),
     )
     status, msg = core.validate(p, lib)
