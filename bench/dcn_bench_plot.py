@@ -24,8 +24,46 @@ from bench_shapes import IMPLS
 COLORS = {"fused": "#1b9e77", "simple": "#7570b3", "baseline": "#d95f02", "torchvision": "#e7298a"}
 
 
+def from_log(text: str) -> dict:
+    """A result object (meta, shapes, rows with µs) rebuilt from the short table that
+    bench/dcn_bench.py prints last, for runs whose results.json did not come back."""
+    meta: dict = {}
+    rows: list[dict] = []
+    shapes: list[dict] = []
+    impls = ("fused", "simple", "baseline", "torchvision")
+    in_table = False
+    for line in text.splitlines():
+        if line.startswith("[env] "):
+            meta = json.loads(line[len("[env] ") :])
+        elif line.startswith("shape ") and "fused" in line:
+            in_table = True
+        elif in_table and line.strip() and not line.startswith("-"):
+            parts = line.split()
+            if len(parts) < 6 or parts[1] not in ("fp32", "tf32", "fp16", "bf16"):
+                in_table = False
+                continue
+            name, prec = parts[0], parts[1]
+            if not any(sh["name"] == name for sh in shapes):
+                shapes.append({"name": name})
+            for impl, cell in zip(impls, parts[2:6], strict=True):
+                if prec == "tf32" and impl != "fused":
+                    continue  # the tf32 lines repeat the FP32 times of the others
+                try:
+                    rows.append(
+                        {"shape": name, "precision": prec, "impl": impl, "us": float(cell), "status": "ok"}
+                    )
+                except ValueError:
+                    pass
+    if not rows:
+        raise ValueError("no benchmark table found in the log")
+    return {"meta": meta, "shapes": shapes, "rows": rows}
+
+
 def load(path: str | os.PathLike) -> dict:
-    """The benchmark's result object (raises ValueError when it is not one)."""
+    """The benchmark's result object (raises ValueError when it is not one); a .txt/.log file is
+    read as the printed output of the bench (see :func:`from_log`)."""
+    if str(path).endswith((".txt", ".log")):
+        return from_log(Path(path).read_text(encoding="utf-8"))
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or "rows" not in data or "shapes" not in data:
         raise ValueError(f"{path} is not a dcn_bench.py result (no 'rows'/'shapes')")
@@ -139,7 +177,7 @@ def render_docs(result: dict, *, command: str | None = None, png_name: str | Non
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("results", help="results.json written by bench/dcn_bench.py")
+    ap.add_argument("results", help="results.json of bench/dcn_bench.py, or its printed output (.txt/.log)")
     ap.add_argument("--png", default=None, help="write the plot here (needs matplotlib)")
     ap.add_argument("--panels", default="fp16,fp32", help="precisions, one panel each (default fp16,fp32)")
     ap.add_argument("--docs", default=None, help="write the docs page here (e.g. docs/benchmarks.md)")
