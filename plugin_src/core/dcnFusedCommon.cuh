@@ -1,0 +1,184 @@
+/*
+ * dcnconvert core: pieces shared by the fused kernels (dcnFusedKernel.cuh, dcnFusedNhwc.cuh): the
+ * arguments, the sampling-plan builder and the epilogue. Internal to plugin_src/core; no TensorRT
+ * include.
+ */
+#ifndef DCN_FUSED_COMMON_CUH
+#define DCN_FUSED_COMMON_CUH
+
+#include "dcnFusedMma.cuh"
+#include "dcnSimpleKernel.cuh"
+
+namespace dcn
+{
+namespace fused
+{
+
+enum class MathKind
+{
+    kNative, // FP16 / BF16 operands
+    kTf32,   // FP32 data, 1xTF32 products (opt-in)
+    k3xTf32  // FP32 data, 3xTF32 products (FP32-accurate default)
+};
+
+struct FusedArgs
+{
+    int64_t xImg;    // c * h * w
+    int64_t hw;      // h * w
+    int64_t offsetN; // offset elements per image
+    int64_t maskN;   // mask elements per image
+    int64_t outImg;  // cout * ho * wo
+    int32_t h, w, howo, wo, pixels, cg, mg, kg, kk, kw, cout, c;
+    int32_t strideH, strideW, padH, padW, dilationH, dilationW;
+    int32_t deformableGroups;
+    int32_t planSlots; // plan slots: at least the deformable groups the chunks in flight can touch
+    int32_t withBias;
+    int32_t aVec; // weight rows are 16-byte aligned: vector loads
+    FastDiv divCPerDg, divHoWo, divWo;
+};
+
+constexpr int kBarProducers = 1; // producer-only barrier; FULL = 2 + s, EMPTY = 2 + STAGES + s
+
+template <typename T>
+__device__ __forceinline__ T ldT(T const* p)
+{
+    return __ldg(p);
+}
+
+/* Builds the plan of deformable group dg into slot `slot` (producer threads only). */
+/* NHWC: the plan's element offset is that of channel 0 of the cell in an NHWC image, else NCHW
+ * (plane 0). */
+template <typename T, class C, bool NHWC = false>
+__device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
+    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
+{
+    using dcn::simple::toFloat;
+    int const total = a.kk * C::BN;
+    for (int e = ptid; e < total; e += C::PRODUCERS)
+    {
+        int const kp = e / C::BN;
+        int const pl = e - kp * C::BN;
+        int64_t const p = p0 + pl;
+        float4 wv = make_float4(0.f, 0.f, 0.f, 0.f);
+        int64_t idx = 0;
+        if (p < a.pixels)
+        {
+            uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+            int32_t const r = static_cast<int32_t>(p) - static_cast<int32_t>(n) * a.howo;
+            int32_t const oy = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(r)));
+            int32_t const ox = r - oy * a.wo;
+            int32_t const i = kp / a.kw;
+            int32_t const j = kp - i * a.kw;
+            int64_t const och = static_cast<int64_t>(dg) * a.kk + kp;
+            int64_t const oIdx = n * a.offsetN + och * 2 * a.howo + r;
+            float const dy = toFloat<T>(ldT(offset + oIdx));
+            float const dx = toFloat<T>(ldT(offset + oIdx + a.howo));
+            float const mk = toFloat<T>(ldT(mask + (n * a.maskN + och * a.howo + r)));
+            int32_t const yBase = oy * a.strideH - a.padH + i * a.dilationH;
+            int32_t const xBase = ox * a.strideW - a.padW + j * a.dilationW;
+            idx = static_cast<int64_t>(n) * a.xImg; // a harmless in-bounds cell when the sample is 0
+            constexpr float kFar = 1.0e9f;
+            if (fabsf(dy) <= kFar && fabsf(dx) <= kFar)
+            {
+                float const fy = floorf(dy);
+                float const fx = floorf(dx);
+                int64_t const y0 = static_cast<int64_t>(yBase) + static_cast<int64_t>(fy);
+                int64_t const x0 = static_cast<int64_t>(xBase) + static_cast<int64_t>(fx);
+                float const ly = dy - fy;
+                float const lx = dx - fx;
+                bool const yIn = (y0 >= 0 || (y0 == -1 && ly > 0.0f)) && y0 < a.h;
+                bool const xIn = (x0 >= 0 || (x0 == -1 && lx > 0.0f)) && x0 < a.w;
+                if (yIn && xIn)
+                {
+                    // Row weights (top, bottom) and column weights (left, right) of the 2x2 cell,
+                    // corners outside the plane zeroed, then the cell moved inside the plane.
+                    float wy0 = y0 >= 0 ? (1.0f - ly) : 0.0f;
+                    float wy1 = y0 + 1 < a.h ? ly : 0.0f;
+                    float wx0 = x0 >= 0 ? (1.0f - lx) : 0.0f;
+                    float wx1 = x0 + 1 < a.w ? lx : 0.0f;
+                    int64_t yc = y0;
+                    int64_t xc = x0;
+                    if (y0 < 0)
+                    {
+                        yc = 0; // the bottom row (y0 + 1 = 0) becomes the top row
+                        wy0 = wy1;
+                        wy1 = 0.0f;
+                    }
+                    else if (y0 > a.h - 2)
+                    {
+                        yc = a.h - 2; // y0 = h - 1: the top row becomes the bottom row
+                        wy1 = wy0;
+                        wy0 = 0.0f;
+                    }
+                    if (x0 < 0)
+                    {
+                        xc = 0;
+                        wx0 = wx1;
+                        wx1 = 0.0f;
+                    }
+                    else if (x0 > a.w - 2)
+                    {
+                        xc = a.w - 2;
+                        wx1 = wx0;
+                        wx0 = 0.0f;
+                    }
+                    wv = make_float4(mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1);
+                    idx += NHWC ? (yc * a.w + xc) * a.c : yc * a.w + xc;
+                }
+            }
+        }
+        int const at = (slot * a.kk + kp) * C::BN + pl;
+        planW[at] = wv;
+        planI[at] = idx;
+    }
+}
+
+/* Epilogue of both fused kernels: bias in FP32, one rounding to T, NCHW stores. acc is the warp's
+ * MT x NT grid of m16n8 accumulator fragments at channels m0 + wm*WTM, pixels p0 + wn*WTN. */
+template <typename T, class C>
+__device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
+    T const* __restrict__ bias, T* __restrict__ out, int64_t p0, int m0, int g, int wm, int wn, int gq, int tq)
+{
+    int64_t colOut[C::NT][2];
+#pragma unroll
+    for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+        {
+            int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
+            if (p < a.pixels)
+            {
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                colOut[nt][e] = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo);
+            }
+            else
+            {
+                colOut[nt][e] = -1;
+            }
+        }
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+        {
+            int const m = m0 + wm * C::WTM + mt * 16 + gq + 8 * h;
+            if (m >= a.mg)
+                continue;
+            int64_t const co = static_cast<int64_t>(g) * a.mg + m;
+            float const bv = a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
+            T* const outRow = out + co * a.howo;
+#pragma unroll
+            for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                {
+                    if (colOut[nt][e] >= 0)
+                        outRow[colOut[nt][e]] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv);
+                }
+        }
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_COMMON_CUH
