@@ -106,28 +106,6 @@ __device__ __forceinline__ void mmaTf32(float (&c)[4], uint32_t const (&a)[4], u
 #endif
 }
 
-/* 16-byte asynchronous global -> shared copy that reads only the first srcBytes (0..16) bytes and
- * zero-fills the rest (sm_80+). */
-__device__ __forceinline__ void cpAsync16(void* dst, void const* src, int srcBytes)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smemAddr(dst)), "l"(src), "r"(srcBytes)
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void cpAsyncCommit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cpAsyncWaitAll()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-
 /* FP32 -> TF32 with round-to-nearest (ties away), as a 32-bit pattern. */
 __device__ __forceinline__ uint32_t toTf32(float v)
 {
