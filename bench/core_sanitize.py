@@ -78,6 +78,18 @@ def main() -> int:
                     continue
                 check_close(out, ref, dtype, absref if dtype != "float32" else None)
                 runs += 1
+    # Split-K: a few split counts of the 32- and 64-channel-chunk tiles (partial sums + reduction).
+    from test_core_gpu_split import FP16_ONLY_TILES, SPLIT_CASES
+
+    for case in SPLIT_CASES:
+        for dtype in DTYPES:
+            inputs, ref, absref = inputs_refs(case, dtype)
+            for tile, splits in ((7, 2), (7, 4), (10, 3), (11, 2)):
+                if dtype == "float32" and tile in FP16_ONLY_TILES:
+                    continue
+                out = run_core(lib, case, dtype, inputs, core.fused_algo(tile, splits))
+                check_close(out, ref, dtype, absref if dtype != "float32" else None)
+                runs += 1
     print(
         f"core_sanitize: {runs} runs ({len(cases)} cases x {len(DTYPES)} dtypes x auto/simple) OK "
         f"in {time.time() - start:.1f} s"

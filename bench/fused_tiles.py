@@ -2,10 +2,12 @@
 benchmark shapes: the data behind the automatic tile choice in plugin_src/core/dcnFused.cu.
 
     python3 bench/fused_tiles.py [--dtypes float16,float32,tf32] [--shapes NAME,...] [--reps 30]
+                                 [--tiles 3,5,7] [--splits 1,2,4,8]
 
 Per-call device time: a CUDA graph of R calls rotating over input sets larger than 2x the L2,
 replayed after a warm-up, median over replays / R. Inputs: x ~ N(0,1), offsets ~ N(0,2),
-mask ~ U(0,1), weights ~ N(0,1)/sqrt(fan-in). Prints one line per shape and precision.
+mask ~ U(0,1), weights ~ N(0,1)/sqrt(fan-in). Prints one line per shape, precision and K split
+count (``float16/s4``: every tile forced to 4 splits; n/a where a tile cannot split that way).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ SHAPES = {
     "BEV-c4": (6, 256, 58, 100, 256, 1),
     "CenterNet-64": (1, 64, 128, 128, 64, 1),
     "DBNet-c4": (1, 256, 64, 114, 256, 1),
+    "DLA-ida0-proj": (1, 512, 16, 16, 256, 1),
+    "OCD-l4": (1, 512, 23, 40, 512, 1),
 }
 PRECISIONS = {  # name: (dtype code, math)
     "float16": (core.FLOAT16, core.MATH_ACCURATE),
@@ -78,14 +82,18 @@ def main() -> int:
     ap.add_argument("--simple", action="store_true", help="time the simple kernel too")
     ap.add_argument("--offset-scale", type=float, default=2.0, help="offsets ~ N(0, scale)")
     ap.add_argument("--lib", default=None, help="core library (default: build/, built if stale)")
+    ap.add_argument("--tiles", default=None, help="tile indices to time (default: all)")
+    ap.add_argument("--splits", default="1", help="K split counts to force on every tile")
     args = ap.parse_args()
     lib = core.load(args.lib or ensure_core_built())
     tiles = core.fused_tile_count(lib)
+    tile_ids = [int(t) for t in args.tiles.split(",")] if args.tiles else list(range(tiles))
+    split_counts = [int(v) for v in args.splits.split(",")]
     l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
     rs = cupy.random.RandomState(11)
     print(
         f"{'shape':14s} {'prec':9s} "
-        + " ".join(f"{'t' + str(t):>7s}" for t in range(tiles))
+        + " ".join(f"{'t' + str(t):>7s}" for t in tile_ids)
         + f" {'auto':>7s} {'simple':>7s}  best  TFLOP/s(auto)"
     )
     for name in args.shapes.split(","):
@@ -140,17 +148,18 @@ def main() -> int:
                     args.reps,
                 )
 
-            for t in range(tiles):
-                row.append(timed(core.ALGO_FUSED_TILE + t))
             auto = timed(core.ALGO_AUTO)
             simple = timed(core.ALGO_SIMPLE) if args.simple else float("nan")
-            best = int(np.nanargmin(row))
-            print(
-                f"{name:14s} {prec:9s} "
-                + " ".join(f"{v:7.1f}" for v in row)
-                + f" {auto:7.1f} {simple:7.1f}  t{best}  {flop / auto / 1e6:7.1f}",
-                flush=True,
-            )
+            for k in split_counts:
+                row = [timed(core.fused_algo(t, k)) for t in tile_ids]
+                best = tile_ids[int(np.nanargmin(row))] if not np.all(np.isnan(row)) else -1
+                label = prec if k == 1 else f"{prec}/s{k}"
+                print(
+                    f"{name:14s} {label:9s} "
+                    + " ".join(f"{v:7.1f}" for v in row)
+                    + f" {auto:7.1f} {simple:7.1f}  t{best}  {flop / auto / 1e6:7.1f}",
+                    flush=True,
+                )
     return 0
 
 

@@ -25,6 +25,8 @@ __all__ = [
     "ALGO_FUSED",
     "ALGO_FUSED_TILE",
     "ALGO_SIMPLE",
+    "ALGO_SPLIT_STEP",
+    "MAX_SPLITS",
     "BFLOAT16",
     "FLOAT16",
     "FLOAT32",
@@ -34,6 +36,7 @@ __all__ = [
     "bf16_bits_to_float",
     "float_to_bf16_bits",
     "forward",
+    "fused_algo",
     "fused_tile_count",
     "library_path",
     "load",
@@ -56,7 +59,9 @@ UNSUPPORTED = 3
 ALGO_AUTO = 0
 ALGO_SIMPLE = 1
 ALGO_FUSED = 2
-ALGO_FUSED_TILE = 100  # + tile configuration index (benchmarks only)
+ALGO_FUSED_TILE = 100  # + tile configuration index (benchmarks and tests only)
+ALGO_SPLIT_STEP = 1000  # x (K splits - 1), added to ALGO_FUSED_TILE + tile
+MAX_SPLITS = 8
 # DcnMath
 MATH_ACCURATE = 0
 MATH_TF32 = 1
@@ -223,6 +228,19 @@ def make_params(
     p.algo = int(algo)
     p.math = int(math)
     return p
+
+
+def fused_algo(tile: int, splits: int = 1) -> int:
+    """The ``DcnParams.algo`` code that forces fused tile ``tile`` with its K range split ``splits`` ways.
+
+    Raises:
+        ValueError: ``splits`` outside ``1..MAX_SPLITS`` or a negative tile.
+    """
+    if tile < 0 or not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(
+            f"fused_algo(tile={tile}, splits={splits}): need tile >= 0 and 1 <= splits <= {MAX_SPLITS}"
+        )
+    return ALGO_FUSED_TILE + tile + ALGO_SPLIT_STEP * (splits - 1)
 
 
 def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:

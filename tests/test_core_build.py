@@ -73,8 +73,9 @@ def test_make_core_embeds_every_architecture(built_lib: Path) -> None:
     tool = shutil.which("cuobjdump")
     if tool is None:
         pytest.skip("cuobjdump not found")
-    proc = subprocess.run([tool, "--list-elf", "--list-ptx", str(built_lib)], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        [tool, "--list-elf", "--list-ptx", str(built_lib)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90"):
         assert f".{arch}." in proc.stdout, f"no {arch} code in the core:\n{proc.stdout}"
@@ -180,12 +181,21 @@ def test_output_size_matches_python(lib: ctypes.CDLL, args: tuple) -> None:
         ("math", -1, core.INVALID_ARGUMENT),
         ("algo", 99, core.INVALID_ARGUMENT),
         ("algo", 3, core.INVALID_ARGUMENT),
+        ("algo", 199, core.INVALID_ARGUMENT),  # tile 99 does not exist
+        ("algo", 1199, core.INVALID_ARGUMENT),  # tile 99, 2 splits
+        ("algo", 8100, core.INVALID_ARGUMENT),  # 9 splits
+        ("algo", 999, core.INVALID_ARGUMENT),
     ],
 )
 def test_every_field_is_validated_and_named(lib: ctypes.CDLL, field: str, value: int, status: int) -> None:
     got, msg = core.validate(_valid(**{field: value}), lib)
     assert got == status, msg
     assert f"{field} = {value}" in msg, msg
+
+
+def test_split_algo_codes_validate(lib: ctypes.CDLL) -> None:
+    for algo in (core.fused_algo(0), core.fused_algo(3, 2), core.fused_algo(0, core.MAX_SPLITS)):
+        assert core.validate(_valid(algo=algo), lib) == (core.SUCCESS, ""), algo
 
 
 def test_kernel_larger_than_padded_input_is_rejected(lib: ctypes.CDLL) -> None:

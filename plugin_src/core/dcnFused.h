@@ -20,16 +20,17 @@ namespace fused
 /* Number of tile configurations (kDCN_ALGO_FUSED_TILE + i). */
 int32_t tileCount();
 
-/* Workspace bytes of the channel-vectorised kernel for p (validated), 0 when it does not apply. */
+/* Workspace bytes of the channel-vectorised kernel for p (validated): the NHWC copies and the
+ * partial sums of the most K splits p may use; 0 when the kernel does not apply. */
 size_t workspaceBytes(DcnParams const& p);
 
-/* Runs a fused kernel on p (already validated) with tile configuration `tile`, or the preferred
- * supported one when tile < 0. Returns kDCN_UNSUPPORTED (msg says why) when the problem, the tile,
- * the workspace or the device is outside what the kernels handle; the caller may then use the
- * simple kernel. */
-DcnStatus forward(DcnParams const& p, int32_t tile, void const* x, void const* offset, void const* mask,
-    void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize, cudaStream_t stream,
-    char* msg, size_t msgLen);
+/* Runs a fused kernel on p (already validated) with tile configuration `tile` and `splits` K
+ * splits, or the preferred supported tile and split count when tile < 0. Returns kDCN_UNSUPPORTED
+ * (msg says why) when the problem, the tile, the split count, the workspace or the device is
+ * outside what the kernels handle; the caller may then use the simple kernel. */
+DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, void const* x, void const* offset,
+    void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
+    cudaStream_t stream, char* msg, size_t msgLen);
 
 } // namespace fused
 } // namespace dcn

@@ -51,6 +51,28 @@ __device__ __forceinline__ uint32_t smemAddr(void const* p)
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+/* 16-byte asynchronous copy global -> shared that bypasses L1 (cp.async.cg, sm_80+), its group
+ * commit, and the wait until at most N of this thread's groups are still in flight. */
+__device__ __forceinline__ void cpAsync16(void* smem, void const* gmem)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smemAddr(smem)), "l"(gmem) : "memory");
+#endif
+}
+__device__ __forceinline__ void cpAsyncCommit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cpAsyncWait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], void const* p)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"

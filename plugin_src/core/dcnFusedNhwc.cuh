@@ -3,10 +3,10 @@
  *
  * A prep kernel writes x as NHWC and the weights in the matching K order into the workspace:
  *   xh[n][y][x][c]                          (channels contiguous: 8 channels = one 16-byte vector)
- *   wp[m][k'] with k' = (cb * kh*kw + kp) * 32 + ci   for input channel c = cb * 32 + ci of the group.
- * The GEMM is then the same as in dcnFusedKernel.cuh with K in that order: each chunk of BK = 32
- * K rows is one block of 32 consecutive channels at one kernel point, all in one deformable group
- * (the host requires channels per group and per deformable group to be multiples of 32). A
+ *   wp[m][k'] with k' = (cb * kh*kw + kp) * BK + ci   for input channel c = cb * BK + ci of the group.
+ * The GEMM is then the same as in dcnFusedKernel.cuh with K in that order: each chunk of BK (32 or
+ * 64) K rows is one block of BK consecutive channels at one kernel point, all in one deformable
+ * group (the host requires channels per group and per deformable group to be multiples of BK). A
  * producer task is one 16-byte vector (8 FP16/BF16 or 4 FP32 channels) of one pixel: one plan
  * lookup, four 16-byte corner loads, FP32 bilinear sums, one 16-byte store into the K-contiguous B
  * tile [BN][BK + pad], which the consumers read with ldmatrix (non-transposed). The 4 (FP32: 8)
@@ -22,65 +22,13 @@ namespace dcn
 namespace fused
 {
 
-/* Prep: x (NCHW) -> xh (NHWC) by 32 x 32 tiles, then the weights -> wp. 256 threads per block;
- * blocks [0, xBlocks) transpose, the rest permute weights (one element per thread). */
-template <typename T>
-__global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T const* __restrict__ w,
-    T* __restrict__ xh, T* __restrict__ wp, int64_t n, int32_t c, int64_t hw, int64_t xBlocks, int64_t wCount,
-    int32_t cg, int32_t kk)
-{
-    __shared__ T tile[32][33];
-    int64_t const b = blockIdx.x;
-    if (b < xBlocks)
-    {
-        int64_t const hwTiles = (hw + 31) / 32;
-        int64_t const cTiles = (c + 31) / 32;
-        int64_t const img = b / (hwTiles * cTiles);
-        int64_t const rem = b - img * hwTiles * cTiles;
-        int64_t const ct = rem / hwTiles;
-        int64_t const st = rem - ct * hwTiles;
-        int const tx = threadIdx.x & 31;
-        int const ty = threadIdx.x >> 5;
-        T const* const src = x + img * c * hw;
-        T* const dst = xh + img * c * hw;
-#pragma unroll
-        for (int r = ty; r < 32; r += 8)
-        {
-            int64_t const ch = ct * 32 + r;
-            int64_t const s = st * 32 + tx;
-            if (ch < c && s < hw)
-                tile[r][tx] = src[ch * hw + s];
-        }
-        __syncthreads();
-#pragma unroll
-        for (int r = ty; r < 32; r += 8)
-        {
-            int64_t const s = st * 32 + r;
-            int64_t const ch = ct * 32 + tx;
-            if (ch < c && s < hw)
-                dst[s * c + ch] = tile[tx][r];
-        }
-        return;
-    }
-    int64_t const e = (b - xBlocks) * 256 + threadIdx.x; // index into wp
-    if (e >= wCount)
-        return;
-    int64_t const kg = int64_t(cg) * kk;
-    int64_t const m = e / kg;
-    int64_t const k = e - m * kg; // k' = (cb * kk + kp) * 32 + ci
-    int64_t const block = k >> 5;
-    int64_t const ci = k & 31;
-    int64_t const cb = block / kk;
-    int64_t const kp = block - cb * kk;
-    wp[e] = w[m * kg + (cb * 32 + ci) * kk + kp];
-}
-
-template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_>
+template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_>
 struct NTile
 {
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
-    static constexpr int BK = 32; // one block of 32 channels at one kernel point
+    static constexpr int BK = BK_; // one block of BK channels at one kernel point
+    static constexpr bool ASYNC_A = ASYNC_A_; // weight tile by cp.async (see dcnFusedTiles.h)
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -97,7 +45,7 @@ struct NTile
     static constexpr int LDA = BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
     // Register sets (chunks in flight) per producer thread; the host's planSlots covers PD + 1.
-    static constexpr int PD = sizeof(T) == 4 ? 2 : (THREADS <= 384 ? 5 : 3);
+    static constexpr int PD = sizeof(T) == 4 ? 2 : BK > 32 ? (ASYNC_A ? 3 : 2) : (THREADS <= 384 ? 5 : 3);
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
     static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
@@ -107,6 +55,7 @@ struct NTile
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
+    static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {
@@ -114,11 +63,13 @@ struct NTile
     }
 };
 
-/* out = bias + wp * S over the NHWC input xh (see the file comment). */
+/* out = bias + wp * S over the NHWC input xh (see the file comment). With a.splits > 1, block z
+ * = g * splits + split walks only its share of the K chunks and stores FP32 partial sums (no bias)
+ * to partial[split][g * mg + m][pixel]; dcnSplitReduceKernel adds them up. */
 template <typename T, MathKind MK, class C>
 __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
     T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias,
-    T* __restrict__ out)
+    T* __restrict__ out, float* __restrict__ partial)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) unsigned char smem[];
@@ -128,70 +79,101 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
 
     int const tid = threadIdx.x;
-    int const g = blockIdx.z;
+    int const g = static_cast<int>(blockIdx.z) / a.splits;
+    int const split = static_cast<int>(blockIdx.z) - g * a.splits;
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * C::BN;
     int const m0 = blockIdx.y * C::BM;
-    int const nChunks = (a.kg + C::BK - 1) / C::BK;
+    int const allChunks = a.kg / C::BK; // kg is a multiple of BK here
+    int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);
+    int const nChunks = static_cast<int>(static_cast<int64_t>(split + 1) * allChunks / a.splits) - kc0;
     constexpr int kAll = C::THREADS;
 
     if (tid >= C::CONSUMERS)
     {
         // ------------------------------------------------------------------ producers
+        // Everything that does not change from chunk to chunk is computed here once: the weight
+        // rows this thread copies (rows past mg read row mg - 1; the consumers' results for them
+        // are never stored), the shared-memory slots it writes, its pixel and lane in the B tile.
         int const ptid = tid - C::CONSUMERS;
-        int cb = 0; // (channel block, kernel point) of the chunk being prepared
-        int kp = 0;
-        int planned = -1;
-        int64_t const rowStride = static_cast<int64_t>(a.w) * a.c;
-        T const* const wGroup = wp + static_cast<int64_t>(g) * a.mg * a.kg;
         constexpr int AIT = (C::A_VECS + C::PRODUCERS - 1) / C::PRODUCERS;
         constexpr int VPR = C::BK / C::VEC;
+        constexpr bool kAllA = C::A_VECS % C::PRODUCERS == 0;
+        T const* aSrc[AIT];
+        int aDst[AIT];
+#pragma unroll
+        for (int it = 0; it < AIT; ++it)
+        {
+            int const vi = ptid + it * C::PRODUCERS;
+            int const m = vi / VPR;
+            int const kv = (vi - m * VPR) * C::VEC;
+            int const row = min(m0 + m, a.mg - 1);
+            aSrc[it] = wp + (static_cast<int64_t>(g) * a.mg + row) * a.kg + static_cast<int64_t>(kc0) * C::BK + kv;
+            aDst[it] = m * C::LDA + kv;
+        }
+        int bPix[C::PXT];
+        int bLane[C::PXT];
+#pragma unroll
+        for (int j = 0; j < C::PXT; ++j)
+        {
+            int const task = ptid + j * C::PRODUCERS;
+            bPix[j] = task / C::TPP;
+            bLane[j] = (task - bPix[j] * C::TPP) * C::VEC;
+        }
+        int64_t const rowStride = static_cast<int64_t>(a.w) * a.c;
+        int64_t const colStride = a.c;
+        // (channel block, kernel point) of the next chunk to prepare, and its input channel.
+        int cb = kc0 / a.kk;
+        int kp = kc0 - cb * a.kk;
+        int cIn = g * a.cg + cb * C::BK;
+        int planned = -1; // deformable group whose plan is in `slot`
+        int slot = 0;
+        int slotBase = 0; // plan entry of kernel point 0, pixel 0 in that slot
+        int64_t aOff = 0;
         struct Regs
         {
             uint4 v[C::PXT][4];
-            uint4 av[AIT];
-            int e0; // plan entry of kernel point kp, pixel 0 (-1: chunk beyond K)
+            uint4 av[C::ASYNC_A ? 1 : AIT]; // weight vectors (unused with cp.async)
+            int e0; // plan entry of this chunk's kernel point, pixel 0
         };
-        auto prepare = [&](int kc, Regs& R) {
-            int const k0 = kc * C::BK;
-            int const cIn = g * a.cg + cb * 32;
-            int const dg = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) : 0;
-            if (dg > planned)
+        auto prepare = [&](Regs& R) {
+            if (planned < 0 || (kp == 0 && a.deformableGroups > 1))
             {
-                barSync(kBarProducers, C::PRODUCERS); // nobody still samples from a slot being replaced
-                buildPlan<T, C, true>(a, offset, mask, p0, dg, dg % a.planSlots, planW, planI, ptid);
-                planned = dg;
-                barSync(kBarProducers, C::PRODUCERS);
-            }
-#pragma unroll
-            for (int it = 0; it < AIT; ++it)
-            {
-                int const vi = ptid + it * C::PRODUCERS;
-                int const m = vi / VPR;
-                int const kv = (vi - m * VPR) * C::VEC;
-                R.av[it] = make_uint4(0u, 0u, 0u, 0u);
-                if ((C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS) && m0 + m < a.mg)
+                int const dg = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) : 0;
+                if (dg != planned)
                 {
-                    R.av[it] = __ldg(
-                        reinterpret_cast<uint4 const*>(wGroup + (static_cast<int64_t>(m0 + m) * a.kg + k0 + kv)));
+                    slot = planned < 0 ? dg % a.planSlots : (slot + 1 == a.planSlots ? 0 : slot + 1);
+                    barSync(kBarProducers, C::PRODUCERS); // nobody still samples from the slot replaced
+                    buildPlan<T, C, true>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
+                    planned = dg;
+                    slotBase = slot * a.kk * C::BN;
+                    barSync(kBarProducers, C::PRODUCERS);
                 }
             }
-            R.e0 = ((dg % a.planSlots) * a.kk + kp) * C::BN;
+            if constexpr (!C::ASYNC_A)
+            {
+#pragma unroll
+                for (int it = 0; it < AIT; ++it)
+                {
+                    if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
+                        R.av[it] = __ldg(reinterpret_cast<uint4 const*>(aSrc[it] + aOff));
+                }
+                aOff += C::BK;
+            }
+            R.e0 = slotBase + kp * C::BN;
             T const* const base = xh + cIn;
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
-                int const task = ptid + j * C::PRODUCERS;
-                int const pl = task / C::TPP;
-                T const* const q = base + planI[R.e0 + pl] + (task - pl * C::TPP) * C::VEC;
+                T const* const q = base + planI[R.e0 + bPix[j]] + bLane[j];
                 R.v[j][0] = __ldg(reinterpret_cast<uint4 const*>(q));
-                R.v[j][1] = __ldg(reinterpret_cast<uint4 const*>(q + a.c));
+                R.v[j][1] = __ldg(reinterpret_cast<uint4 const*>(q + colStride));
                 R.v[j][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
-                R.v[j][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + a.c));
+                R.v[j][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
             }
             if (++kp == a.kk)
             {
                 kp = 0;
-                ++cb;
+                cIn += C::BK;
             }
         };
         auto finish = [&](int kc, Regs const& R) {
@@ -204,22 +186,23 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
 #pragma unroll
             for (int it = 0; it < AIT; ++it)
             {
-                int const vi = ptid + it * C::PRODUCERS;
-                if (C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS)
+                if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
                 {
-                    int const m = vi / VPR;
-                    *reinterpret_cast<uint4*>(a_s + m * C::LDA + (vi - m * VPR) * C::VEC) = R.av[it];
+                    if constexpr (C::ASYNC_A)
+                        cpAsync16(a_s + aDst[it], aSrc[it] + static_cast<int64_t>(kc) * C::BK);
+                    else
+                        *reinterpret_cast<uint4*>(a_s + aDst[it]) = R.av[it];
                 }
             }
+            if constexpr (C::ASYNC_A)
+                cpAsyncCommit();
             T* const b_s = sB + s * (C::BN * C::LDB);
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
                 using dcn::simple::fromFloat;
                 using dcn::simple::toFloat;
-                int const task = ptid + j * C::PRODUCERS;
-                int const pl = task / C::TPP;
-                float4 const wv = planW[R.e0 + pl];
+                float4 const wv = planW[R.e0 + bPix[j]];
                 T const* const c00 = reinterpret_cast<T const*>(&R.v[j][0]);
                 T const* const c01 = reinterpret_cast<T const*>(&R.v[j][1]);
                 T const* const c10 = reinterpret_cast<T const*>(&R.v[j][2]);
@@ -235,9 +218,22 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                     sv = fmaf(wv.w, toFloat<T>(c11[i]), sv);
                     o[i] = fromFloat<T>(sv);
                 }
-                *reinterpret_cast<uint4*>(b_s + pl * C::LDB + (task - pl * C::TPP) * C::VEC) = res;
+                *reinterpret_cast<uint4*>(b_s + bPix[j] * C::LDB + bLane[j]) = res;
             }
-            barArrive(2 + s, kAll); // stage s is full
+            if constexpr (C::ASYNC_A)
+            {
+                // Stage kc - 1 is full once its weight copy has landed: publishing lags by one
+                // chunk, so that the copy issued above overlaps this chunk's sampling.
+                if (kc > 0)
+                {
+                    cpAsyncWait<1>();
+                    barArrive(2 + (kc - 1) % C::STAGES, kAll);
+                }
+            }
+            else
+            {
+                barArrive(2 + s, kAll); // stage s is full
+            }
         };
         // A ring of PD register sets: chunk kc + PD - 1 is loading while chunk kc is finished.
         Regs ring[C::PD];
@@ -245,7 +241,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         for (int i = 0; i < C::PD - 1; ++i)
         {
             if (i < nChunks)
-                prepare(i, ring[i]);
+                prepare(ring[i]);
         }
         for (int kc = 0; kc < nChunks; kc += C::PD)
         {
@@ -256,8 +252,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 if (k >= nChunks)
                     break;
                 if (k + C::PD - 1 < nChunks)
-                    prepare(k + C::PD - 1, ring[(u + C::PD - 1) % C::PD]);
+                    prepare(ring[(u + C::PD - 1) % C::PD]);
                 finish(k, ring[u]);
+            }
+        }
+        if constexpr (C::ASYNC_A)
+        {
+            if (nChunks > 0)
+            {
+                cpAsyncWait<0>();
+                barArrive(2 + (nChunks - 1) % C::STAGES, kAll);
             }
         }
         return;
@@ -371,7 +375,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             barArrive(2 + C::STAGES + s, kAll); // stage s may be refilled
         }
     }
-    storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm, wn, gq, tq);
+    if (a.splits > 1)
+        storePartial<C>(a, acc, partial + static_cast<int64_t>(split) * a.cout * a.pixels, p0, m0, g, wm, wn, gq, tq);
+    else
+        storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm, wn, gq, tq);
 #endif
 }
 

@@ -44,9 +44,13 @@ typedef enum DcnAlgo
     kDCN_ALGO_AUTO = 0,
     kDCN_ALGO_SIMPLE = 1, /* the reference SIMT kernel; kept as the test reference path */
     kDCN_ALGO_FUSED = 2,  /* the fused tensor-core kernel; kDCN_UNSUPPORTED where it does not apply */
-    /* kDCN_ALGO_FUSED_TILE + i: the fused kernel with tile configuration i (benchmarks and tuning
-     * only; dcnFusedTileCount() configurations, kDCN_UNSUPPORTED where one does not apply). */
-    kDCN_ALGO_FUSED_TILE = 100
+    /* kDCN_ALGO_FUSED_TILE + i + kDCN_ALGO_SPLIT_STEP * (s - 1): the fused kernel with tile
+     * configuration i and its K range split s ways, 1 <= s <= kDCN_MAX_SPLITS (benchmarks, tests
+     * and tuning only; dcnFusedTileCount() configurations; kDCN_UNSUPPORTED where the tile does not
+     * apply or s splits do not fit the workspace of dcnWorkspaceSize). */
+    kDCN_ALGO_FUSED_TILE = 100,
+    kDCN_ALGO_SPLIT_STEP = 1000,
+    kDCN_MAX_SPLITS = 8
 } DcnAlgo;
 
 /* Arithmetic of the matrix product for FLOAT32 inputs (FLOAT16/BFLOAT16 ignore it: their products

@@ -156,12 +156,15 @@ DCN_CORE_EXPORT DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgL
             p->dtype);
         return kDCN_INVALID_ARGUMENT;
     }
-    bool const tileAlgo = p->algo >= kDCN_ALGO_FUSED_TILE && p->algo < kDCN_ALGO_FUSED_TILE + dcnFusedTileCount();
+    int32_t const split = p->algo >= kDCN_ALGO_FUSED_TILE ? (p->algo - kDCN_ALGO_FUSED_TILE) / kDCN_ALGO_SPLIT_STEP : 0;
+    int32_t const tileIdx = p->algo >= kDCN_ALGO_FUSED_TILE ? (p->algo - kDCN_ALGO_FUSED_TILE) % kDCN_ALGO_SPLIT_STEP : -1;
+    bool const tileAlgo = tileIdx >= 0 && tileIdx < dcnFusedTileCount() && split < kDCN_MAX_SPLITS;
     if (p->algo != kDCN_ALGO_AUTO && p->algo != kDCN_ALGO_SIMPLE && p->algo != kDCN_ALGO_FUSED && !tileAlgo)
     {
         setMsg(msg, msgLen,
-            "DcnParams.algo = %d is invalid (expected 0 AUTO, 1 SIMPLE, 2 FUSED or %d..%d for a fused tile)", p->algo,
-            kDCN_ALGO_FUSED_TILE, kDCN_ALGO_FUSED_TILE + dcnFusedTileCount() - 1);
+            "DcnParams.algo = %d is invalid (expected 0 AUTO, 1 SIMPLE, 2 FUSED, or %d + tile (0..%d) + %d * (splits - 1) "
+            "with 1 <= splits <= %d)",
+            p->algo, kDCN_ALGO_FUSED_TILE, dcnFusedTileCount() - 1, kDCN_ALGO_SPLIT_STEP, kDCN_MAX_SPLITS);
         return kDCN_INVALID_ARGUMENT;
     }
     if (p->math != kDCN_MATH_ACCURATE && p->math != kDCN_MATH_TF32)

@@ -1,0 +1,140 @@
+/*
+ * dcnconvert: the kernels around the channel-vectorised fused kernel (dcnFusedNhwc.cuh): the prep
+ * pass that writes x as NHWC and the weights in its K order into the workspace, and the split-K
+ * reduction that adds the FP32 partial sums of the K splits, adds the bias and writes NCHW output.
+ */
+#ifndef DCN_FUSED_AUX_CUH
+#define DCN_FUSED_AUX_CUH
+
+#include "dcnFusedNhwc.cuh"
+
+namespace dcn
+{
+namespace fused
+{
+
+constexpr int kPrepTile = 64;       // x transpose: 64 channels x 64 pixels per block
+constexpr int kPrepSegment = 4096; // weight elements one prep block permutes through shared memory
+
+/* Prep: x (NCHW) -> xh (NHWC) by 64 x 64 tiles (16 elements per thread, all loads in flight
+ * before the block synchronises), then the weights -> wp. 256 threads per block; blocks
+ * [0, xBlocks) transpose, the rest permute `segsPerBlock` consecutive (output channel, channel
+ * block) segments of BK * kk weights each: read in the weight's order (c, kp) and written in the K
+ * order (kp, c), both coalesced through shared memory (a segment longer than kPrepSegment element
+ * by element). */
+template <typename T>
+__global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T const* __restrict__ w,
+    T* __restrict__ xh, T* __restrict__ wp, int64_t n, int32_t c, int64_t hw, int64_t xBlocks, int64_t segments,
+    int32_t segsPerBlock, int32_t kk, int32_t bkShift)
+{
+    __shared__ T tile[kPrepTile][kPrepTile + 1];
+    __shared__ T seg[kPrepSegment];
+    int64_t const b = blockIdx.x;
+    if (b < xBlocks)
+    {
+        int64_t const hwTiles = (hw + kPrepTile - 1) / kPrepTile;
+        int64_t const cTiles = (c + kPrepTile - 1) / kPrepTile;
+        int64_t const img = b / (hwTiles * cTiles);
+        int64_t const rem = b - img * hwTiles * cTiles;
+        int64_t const c0 = rem / hwTiles * kPrepTile;
+        int64_t const p0 = (rem - rem / hwTiles * hwTiles) * kPrepTile;
+        int const lo = threadIdx.x & (kPrepTile - 1);
+        int const hi = threadIdx.x / kPrepTile; // 0..3
+        T const* const src = x + img * c * hw;
+        T* const dst = xh + img * c * hw;
+        constexpr int kRows = kPrepTile / 4;
+        T v[kRows];
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) // channel c0 + hi + 4i, pixel p0 + lo
+        {
+            int64_t const ch = c0 + hi + 4 * i;
+            v[i] = (ch < c && p0 + lo < hw) ? src[ch * hw + p0 + lo] : T();
+        }
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+            tile[hi + 4 * i][lo] = v[i];
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) // pixel p0 + hi + 4i, channel c0 + lo
+        {
+            int64_t const px = p0 + hi + 4 * i;
+            if (px < hw && c0 + lo < c)
+                dst[px * c + c0 + lo] = tile[lo][hi + 4 * i];
+        }
+        return;
+    }
+    // Segment (m, cb) = m * (cg / BK) + cb: w[m][cb * BK + ci][kp] -> wp[m][(cb * kk + kp) * BK + ci].
+    int const bk = 1 << bkShift;
+    int const len = bk * kk;
+    int64_t const first = (b - xBlocks) * segsPerBlock;
+    int64_t const count = segments - first < segsPerBlock ? segments - first : segsPerBlock;
+    T const* const src = w + first * len;
+    T* const dst = wp + first * len;
+    int64_t const total = count * len;
+    if (total <= kPrepSegment)
+    {
+        constexpr int kPer = kPrepSegment / 256;
+        T v[kPer]; // every load in flight before the first shared-memory store
+#pragma unroll
+        for (int u = 0; u < kPer; ++u)
+        {
+            int const i = threadIdx.x + u * 256;
+            v[u] = i < total ? src[i] : T();
+        }
+#pragma unroll
+        for (int u = 0; u < kPer; ++u)
+        {
+            int const i = threadIdx.x + u * 256;
+            if (i < total)
+                seg[i] = v[u];
+        }
+        __syncthreads();
+        for (int j = threadIdx.x; j < total; j += 256)
+        {
+            int const sgm = j / len;
+            int const r = j - sgm * len;
+            dst[j] = seg[sgm * len + (r & (bk - 1)) * kk + (r >> bkShift)];
+        }
+    }
+    else
+    {
+        for (int64_t j = threadIdx.x; j < total; j += 256)
+        {
+            int64_t const sgm = j / len;
+            int const r = static_cast<int>(j - sgm * len);
+            dst[j] = src[sgm * len + (r & (bk - 1)) * kk + (r >> bkShift)];
+        }
+    }
+}
+
+/* Split-K epilogue: out[n][co][r] = bias[co] + sum over s of partial[s][co][p] (p = n * howo + r),
+ * the splits added in order (deterministic). Grid: (ceil(pixels / 256), cout). */
+template <typename T>
+__global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, float const* __restrict__ partial,
+    T const* __restrict__ bias, T* __restrict__ out)
+{
+    int64_t const p = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+    if (p >= a.pixels)
+        return;
+    int64_t const co = blockIdx.y;
+    int64_t const plane = static_cast<int64_t>(a.cout) * a.pixels;
+    float const* src = partial + co * a.pixels + p;
+    float v[kDCN_MAX_SPLITS]; // all loads in flight at once, then the sum in split order
+#pragma unroll
+    for (int s = 0; s < kDCN_MAX_SPLITS; ++s)
+        v[s] = s < a.splits ? src[s * plane] : 0.0f;
+    float sum = v[0];
+#pragma unroll
+    for (int s = 1; s < kDCN_MAX_SPLITS; ++s)
+        if (s < a.splits)
+            sum += v[s];
+    if (a.withBias)
+        sum += dcn::simple::toFloat<T>(ldT(bias + co));
+    uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+    out[n * a.outImg + co * a.howo + (p - static_cast<int64_t>(n) * a.howo)] = dcn::simple::fromFloat<T>(sum);
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_AUX_CUH

@@ -1,0 +1,278 @@
+/*
+ * dcnconvert core: the fused kernels' host-side choices: device query, support checks, the tile
+ * order, K splits and the workspace size (dcnFusedTiles.h). The launches are in dcnFused.cu.
+ */
+#include "dcnFused.h"
+#include "dcnFusedTiles.h"
+#include "dcnInternal.h"
+
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+
+using dcn::detail::setMsg;
+
+namespace dcn
+{
+namespace fused
+{
+namespace
+{
+
+constexpr size_t kAlign = 256;
+/* Split-K (channel-vectorised kernel only): at most kDCN_MAX_SPLITS splits of at least
+ * kMinSplitChunks chunks each, and only while fewer than kSplitBlocks blocks of 128 x 64 would
+ * cover the output (the workspace holds the FP32 partial sums of capSplits() splits). */
+constexpr int kMinSplitChunks = 9;
+constexpr int64_t kSplitBlocks = 256;
+
+} // namespace
+
+DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
+{
+    cudaError_t err = cudaGetDevice(&d.id);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&d.ccMajor, cudaDevAttrComputeCapabilityMajor, d.id);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.id);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&d.smemOptin, cudaDevAttrMaxSharedMemoryPerBlockOptin, d.id);
+    if (err != cudaSuccess)
+    {
+        setMsg(msg, msgLen, "fused kernel: querying the current device failed: %s (%s)", cudaGetErrorName(err),
+            cudaGetErrorString(err));
+        return kDCN_CUDA_ERROR;
+    }
+    return kDCN_SUCCESS;
+}
+
+size_t elemBytes(DcnParams const& p)
+{
+    return p.dtype == kDCN_FLOAT32 ? 4 : 2;
+}
+
+/* Plan slots: the most deformable groups that the chunks in flight (bk K rows each) can touch
+ * when each group spans cPerDg * kh * kw rows (1 when there is one group). The NCHW kernel has 2
+ * chunks in flight, the channel-vectorised one NTile::PD + 1 (at most 6; FP32 3, 64-channel chunks 4). */
+int planSlots(DcnParams const& p, TileShape const& t)
+{
+    if (p.deformableGroup == 1)
+        return 1;
+    int const chunks = !t.nhwc ? 2 : p.dtype == kDCN_FLOAT32 ? 3 : t.bk > 32 ? 4 : 6;
+    int64_t const rows = p.c / p.deformableGroup * int64_t(p.kh) * p.kw;
+    int64_t const span = (chunks * int64_t(t.bk) - 1 + rows - 1) / rows + 1;
+    return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);
+}
+
+namespace
+{
+
+size_t smemBytesFor(int tile, DcnParams const& p)
+{
+    TileShape const& t = kTiles[tile];
+    size_t const elem = elemBytes(p);
+    size_t const lda = t.bk + (elem == 4 ? 4 : 8);
+    size_t const ab = size_t(t.bm) * lda * elem;
+    size_t const bb = t.nhwc ? size_t(t.bn) * lda * elem : size_t(t.bk) * (t.bn + 8) * elem;
+    return t.stages * (ab + bb) + size_t(planSlots(p, t)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t));
+}
+
+} // namespace
+
+/* Whether the channel-vectorised kernel applies (device-independent: it sizes the workspace). */
+bool nhwcApplies(DcnParams const& p, int bk)
+{
+    return (p.c / p.group) % bk == 0 && (p.c / p.deformableGroup) % bk == 0;
+}
+
+size_t alignUp(size_t v)
+{
+    return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+/* The most K splits p may use (device-independent: it sizes the workspace); 1 = no split. */
+int capSplits(DcnParams const& p)
+{
+    if (!nhwcApplies(p))
+        return 1;
+    int64_t const chunks = p.c / p.group * p.kh * p.kw / 32;
+    int64_t const blocks = (p.cout / p.group + 127) / 128 * ((p.n * p.ho * p.wo + 63) / 64) * p.group;
+    int64_t cap = kSplitBlocks / (blocks > 0 ? blocks : 1);
+    cap = cap < chunks / kMinSplitChunks ? cap : chunks / kMinSplitChunks;
+    cap = cap < kDCN_MAX_SPLITS ? cap : kDCN_MAX_SPLITS;
+    return cap > 1 ? static_cast<int>(cap) : 1;
+}
+
+size_t partialBytes(DcnParams const& p, int splits)
+{
+    return splits > 1 ? alignUp(size_t(splits) * p.cout * p.n * p.ho * p.wo * sizeof(float)) : 0;
+}
+
+size_t nhwcBytes(DcnParams const& p)
+{
+    size_t const elem = elemBytes(p);
+    return alignUp(size_t(p.n) * p.c * p.h * p.w * elem) + alignUp(size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elem);
+}
+
+char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize)
+{
+    if (d.ccMajor < 8)
+        return "needs compute capability 8.0 or newer";
+    int64_t const kk = int64_t(p.kh) * p.kw;
+    int64_t const kg = p.c / p.group * kk;
+    int64_t const mg = p.cout / p.group;
+    int64_t const pixels = p.n * p.ho * p.wo;
+    if (p.h < 2 || p.w < 2)
+        return "needs an input of at least 2 x 2";
+    if (p.h * p.w > INT32_MAX || pixels > INT32_MAX - 4096 || kg > INT32_MAX - 64 || p.ho * p.wo > INT32_MAX
+        || p.c > INT32_MAX)
+        return "a plane, the pixel count or K exceeds 32-bit tile indexing";
+    if ((mg + kTiles[tile].bm - 1) / kTiles[tile].bm > 65535 || int64_t(p.group) * splits > 65535)
+        return "too many channel tiles, groups or K splits for the grid";
+    if (kTiles[tile].nhwc)
+    {
+        if (!nhwcApplies(p, kTiles[tile].bk))
+            return kTiles[tile].bk == 32
+                ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"
+                : "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64";
+        if (kTiles[tile].bk > 32 && p.dtype == kDCN_FLOAT32)
+            return "the 64-channel-chunk tiles take FP16/BF16 only";
+        if (workspaceSize < workspaceBytes(p))
+            return "the workspace is smaller than dcnWorkspaceSize()";
+        if (splits > capSplits(p))
+            return "this many K splits do not fit the workspace (capSplits in dcnFusedChoice.cu)";
+    }
+    else if (splits > 1)
+        return "only the channel-vectorised tiles split K";
+    if (smemBytesFor(tile, p) > static_cast<size_t>(d.smemOptin))
+        return "the sampling plans of this kernel size and deformable grouping do not fit in shared memory";
+    return nullptr;
+}
+
+namespace
+{
+
+/* The fallback order of tiles (when no channel-vectorised tile applies, or none fits): the
+ * channel-vectorised tiles, then the NCHW ones (64 x 64 first when a group has at most 64 output
+ * channels). */
+int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
+{
+    int64_t const mg = p.cout / p.group;
+    int const all[] = {12, 10, 7, 13, 11, 5, 4, 14, 15, 16, 0, 3, 1, 2, 6, mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
+    static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
+    int n = 0;
+    for (int t : all)
+        order[n++] = t;
+    return n;
+}
+
+/* Time of one 32-channel K chunk of a block of `tile` relative to tile 7's, fitted to the H200
+ * timings of bench/fused_tiles.py (docs/fused_kernel_notes.md); 0 for tiles the estimate leaves
+ * out. The cp.async tiles are left out where their weight tile has rows past the group's output
+ * channels (measured slower there). */
+float chunkWeight(int tile, DcnParams const& p)
+{
+    bool const fp32 = p.dtype == kDCN_FLOAT32;
+    int64_t const mg = p.cout / p.group;
+    if (kTiles[tile].asyncA && kTiles[tile].bm > mg)
+        return 0.0f;
+    switch (tile)
+    {
+    case 7: return 1.0f;
+    case 5: return fp32 ? 0.6f : 0.82f;
+    case 4: return mg > 64 ? 0.0f : fp32 ? 0.6f : 0.8f;
+    case 10: return fp32 ? 0.0f : 0.83f; // 64-channel chunks: FP16/BF16 only
+    case 11: return fp32 ? 0.0f : 0.67f;
+    case 12: return fp32 ? 0.0f : 0.8f;
+    case 13: return fp32 ? 0.0f : 0.61f;
+    case 14: return fp32 ? 0.0f : 0.92f;
+    case 15: return fp32 ? 0.0f : 0.74f;
+    case 16: return fp32 ? 0.0f : 1.3f;
+    default: return 0.0f;
+    }
+}
+
+/* Per-block work outside the K walk (sampling plan, pipeline fill and drain, epilogue) and the
+ * split-K reduction, in 32-channel chunks of tile 7 (fitted with chunkWeight). */
+constexpr float kBlockFixed = 20.0f;
+constexpr float kReduceFixed = 2.0f;
+
+/* The channel-vectorised (tile, splits) with the least estimated time:
+ * chunkWeight x waves x (chunks per split + kBlockFixed) (+ kReduceFixed when K is split). */
+Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize)
+{
+    Choice best;
+    float bestCost = 0.0f;
+    int64_t const mg = p.cout / p.group;
+    int64_t const pixels = p.n * p.ho * p.wo;
+    int64_t const chunks = p.c / p.group * p.kh * p.kw / 32;
+    int const cap = capSplits(p);
+    for (int t = 0; t < kTileCount; ++t)
+    {
+        float const w = chunkWeight(t, p);
+        if (w <= 0.0f)
+            continue;
+        int64_t const units = (mg + kTiles[t].bm - 1) / kTiles[t].bm * ((pixels + kTiles[t].bn - 1) / kTiles[t].bn) * p.group;
+        for (int s = 1; s <= cap || s == 1; ++s)
+        {
+            if (unsupportedReason(p, t, s, d, workspaceSize) != nullptr)
+                continue;
+            int64_t const waves = (units * s + d.sms - 1) / d.sms;
+            float const cost = w * float(waves) * (float((chunks + s - 1) / s) + kBlockFixed) + (s > 1 ? kReduceFixed : 0.0f);
+            if (best.tile < 0 || cost < bestCost)
+            {
+                best.tile = t;
+                best.splits = s;
+                bestCost = cost;
+            }
+        }
+    }
+    return best;
+}
+
+} // namespace
+
+DcnStatus choose(DcnParams const& p, Device const& d, size_t workspaceSize, Choice& c, char* msg, size_t msgLen)
+{
+    if (nhwcApplies(p))
+    {
+        Choice const best = bestNhwc(p, d, workspaceSize);
+        if (best.tile >= 0)
+        {
+            c = best;
+            return kDCN_SUCCESS;
+        }
+    }
+    int order[kTileCount];
+    int const count = fallbackTiles(p, order);
+    char const* why = nullptr;
+    for (int i = 0; i < count; ++i)
+    {
+        char const* const reason = unsupportedReason(p, order[i], 1, d, workspaceSize);
+        if (reason == nullptr)
+        {
+            c.tile = order[i];
+            c.splits = 1;
+            return kDCN_SUCCESS;
+        }
+        if (why == nullptr)
+            why = reason;
+    }
+    setMsg(msg, msgLen, "fused kernel: %s", why);
+    return kDCN_UNSUPPORTED;
+}
+
+int32_t tileCount()
+{
+    return kTileCount;
+}
+
+size_t workspaceBytes(DcnParams const& p)
+{
+    if (!nhwcApplies(p))
+        return 0;
+    return nhwcBytes(p) + partialBytes(p, capSplits(p));
+}
+
+} // namespace fused
+} // namespace dcn

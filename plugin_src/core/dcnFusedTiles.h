@@ -1,0 +1,91 @@
+/*
+ * dcnconvert core: the fused kernels' tile table and the host-side choices made from it (support
+ * checks, tile order, K splits, workspace layout), shared by dcnFusedChoice.cu (the choices) and
+ * dcnFused.cu (the launches). Internal to plugin_src/core; no TensorRT include.
+ */
+#ifndef DCN_FUSED_TILES_H
+#define DCN_FUSED_TILES_H
+
+#include "dcnParams.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+namespace dcn
+{
+namespace fused
+{
+
+/* Tile configurations: BM x BN (channels x pixels), consumer warps (WARPS_M of them along the
+ * channels), producer warps, pipeline stages; nhwc selects the kernel; bk is the K chunk (channels
+ * per chunk in the channel-vectorised kernel: 32 or 64, FP16/BF16 only for 64); asyncA: the
+ * producers copy the weight tile with cp.async (L2 -> shared memory, no registers) instead of
+ * loads and stores. */
+struct TileShape
+{
+    int bm, bn, warpsM, cw, pw, stages;
+    bool nhwc;
+    int bk;
+    bool asyncA;
+};
+constexpr TileShape kTiles[] = {
+    {128, 64, 4, 8, 8, 4, true, 32, false},   // 0
+    {128, 128, 2, 8, 8, 4, true, 32, false},  // 1
+    {64, 128, 2, 8, 8, 4, true, 32, false},   // 2
+    {256, 64, 4, 8, 8, 3, true, 32, false},   // 3: all channels of a 256-channel group at once
+    {64, 64, 2, 4, 8, 4, true, 32, false},    // 4
+    {128, 32, 4, 4, 4, 4, true, 32, false},   // 5: narrow pixel tiles for small batch-1 layers
+    {256, 32, 8, 8, 4, 3, true, 32, false},   // 6
+    {128, 64, 2, 4, 8, 4, true, 32, false},   // 7: 4 consumer warps
+    {128, 64, 4, 8, 8, 4, false, 32, false},  // 8: NCHW kernel (any channel count)
+    {64, 64, 2, 4, 8, 4, false, 32, false},   // 9
+    {128, 64, 2, 4, 8, 4, true, 64, false},   // 10: tile 7 with 64-channel chunks
+    {128, 32, 4, 4, 4, 4, true, 64, false},   // 11: tile 5 with 64-channel chunks
+    {128, 64, 2, 4, 8, 4, true, 64, true},    // 12: tile 10 with cp.async weights
+    {128, 32, 4, 4, 4, 4, true, 64, true},    // 13: tile 11 with cp.async weights
+    {128, 64, 2, 4, 8, 4, true, 32, true},    // 14: tile 7 with cp.async weights
+    {128, 32, 4, 4, 4, 4, true, 32, true},    // 15: tile 5 with cp.async weights
+    {256, 64, 4, 8, 8, 3, true, 32, true},    // 16: tile 3 with cp.async weights
+};
+constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+
+struct Device
+{
+    int id = 0;
+    int ccMajor = 0;
+    int sms = 0;
+    int smemOptin = 0;
+};
+
+/* A tile and its K splits (splits > 1: channel-vectorised tiles only). */
+struct Choice
+{
+    int tile = -1;
+    int splits = 1;
+};
+
+DcnStatus queryDevice(Device& d, char* msg, size_t msgLen);
+size_t elemBytes(DcnParams const& p);
+size_t alignUp(size_t v);
+
+/* Plan slots of p's sampling plans in tile t's kernel (see the definition). */
+int planSlots(DcnParams const& p, TileShape const& t);
+
+/* Workspace layout of the channel-vectorised kernel: the NHWC copy of x and the permuted weights
+ * (nhwcBytes), then the FP32 partial sums of up to capSplits(p) K splits (partialBytes). */
+bool nhwcApplies(DcnParams const& p, int bk = 32);
+int capSplits(DcnParams const& p);
+size_t nhwcBytes(DcnParams const& p);
+size_t partialBytes(DcnParams const& p, int splits);
+
+/* Why `tile` with `splits` cannot run p on d, or nullptr when it can. */
+char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize);
+
+/* The choice for p on d when the caller did not force one: the first supported entry of the
+ * preferred order (kDCN_UNSUPPORTED and why in msg when none is). */
+DcnStatus choose(DcnParams const& p, Device const& d, size_t workspaceSize, Choice& c, char* msg, size_t msgLen);
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_TILES_H

@@ -1,0 +1,108 @@
+"""Split-K in the channel-vectorised fused kernel (marker gpu; sm_80+).
+
+A forced tile with its K range split s ways (``core.fused_algo(tile, s)``) must match the float64
+reference within the fused kernel's bound for every s the workspace allows, give bit-identical
+results when run twice (the partial sums are added in a fixed order), and be refused with a reason
+where it does not apply. The cases split K inside a deformable group and inside a kernel point's
+channel blocks, and have several groups and images.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_core_gpu import (
+    DTYPES,
+    Case,
+    check_close,
+    device_has_fused,
+    ensure_core_built,
+    inputs_refs,
+    record_summary,
+    run_core,
+)
+
+from dcnconvert import _core_ctypes as core
+from dcnconvert.errors import UnsupportedNodeError
+
+SPLIT_CASES: list[Case] = [
+    # 72 chunks, 4 blocks of 128 x 64: up to 8 splits; 2 deformable groups of 36 chunks.
+    Case("s_c256_dg2", 2, 256, 9, 11, 72, (3, 3), padding=(1, 1), dg=2, off_scale=2.0),
+    # 2 groups of 36 chunks, 4 deformable groups (18 chunks each), non-square attributes.
+    Case("s_g2_dg4_nonsq", 1, 256, 10, 13, 160, (3, 3), (1, 2), (1, 1), (2, 1), group=2, dg=4, off_scale=3.0),
+]
+# 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only)
+# (plugin_src/core/dcnFusedTiles.h).
+SPLIT_TILES = (7, 5, 10, 11, 12, 14)
+FP16_ONLY_TILES = frozenset({10, 11, 12, 13})
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return core.load(ensure_core_built())
+
+
+@pytest.fixture(scope="module")
+def need_fused():
+    if not device_has_fused():
+        pytest.skip("the fused kernel needs compute capability 8.0+")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
+def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: Case, dtype: str) -> None:
+    inputs, ref, absref = inputs_refs(case, dtype)
+    for tile in SPLIT_TILES:
+        if dtype == "float32" and tile in FP16_ONLY_TILES:
+            continue
+        ran = []
+        for splits in range(1, core.MAX_SPLITS + 1):
+            algo = core.fused_algo(tile, splits)
+            try:
+                out = run_core(lib, case, dtype, inputs, algo)
+            except UnsupportedNodeError as exc:
+                assert "K splits" in str(exc), str(exc)
+                continue
+            ran.append(splits)
+            numbers = check_close(out, ref, dtype, None if dtype == "float32" else absref)
+            record_summary(
+                {
+                    "test": "split_k",
+                    "case": case.name,
+                    "dtype": dtype,
+                    "tile": tile,
+                    "splits": splits,
+                    **numbers,
+                }
+            )
+            again = run_core(lib, case, dtype, inputs, algo)
+            assert np.array_equal(out, again), f"tile {tile}, {splits} splits: two runs differ"
+        # The workspace allows a prefix 1..cap of split counts, and these cases have cap >= 4.
+        assert ran == list(range(1, len(ran) + 1)), f"tile {tile}: split counts that ran: {ran}"
+        assert len(ran) >= 4, f"tile {tile}: only {ran} split counts ran"
+
+
+@pytest.mark.gpu
+def test_auto_on_a_split_case_matches_reference(lib, need_fused) -> None:
+    case = SPLIT_CASES[0]
+    for dtype in DTYPES:
+        inputs, ref, absref = inputs_refs(case, dtype)
+        out = run_core(lib, case, dtype, inputs, core.ALGO_AUTO)
+        check_close(out, ref, dtype, None if dtype == "float32" else absref)
+
+
+@pytest.mark.gpu
+def test_nchw_tiles_do_not_split(lib, need_fused) -> None:
+    case = SPLIT_CASES[0]
+    inputs, _, _ = inputs_refs(case, "float16")
+    with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
+        run_core(lib, case, "float16", inputs, core.fused_algo(8, 2))
+
+
+def test_fused_algo_codes() -> None:
+    assert core.fused_algo(3) == core.ALGO_FUSED_TILE + 3
+    assert core.fused_algo(7, 2) == core.ALGO_FUSED_TILE + 7 + core.ALGO_SPLIT_STEP
+    for bad in ((-1, 1), (0, 0), (0, core.MAX_SPLITS + 1)):
+        with pytest.raises(ValueError):
+            core.fused_algo(*bad)
