@@ -106,3 +106,31 @@ def test_fused_algo_codes() -> None:
     for bad in ((-1, 1), (0, 0), (0, core.MAX_SPLITS + 1)):
         with pytest.raises(ValueError):
             core.fused_algo(*bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, need_fused, dtype: str) -> None:
+    """The prep pass permutes 16-byte-aligned weights with vector accesses, others element by
+    element: a weight tensor 1 element past an aligned address must give the same output bits."""
+    import cupy
+    from test_core_gpu import params_for, to_device
+
+    case = SPLIT_CASES[0]
+    inputs, ref, absref = inputs_refs(case, dtype)
+    p = params_for(case, dtype, core.fused_algo(7))
+    dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
+    w = dev["weight"]
+    shifted = cupy.empty(w.size + 1, dtype=w.dtype)[1:].reshape(w.shape)  # 2 or 4 bytes off alignment
+    shifted[...] = w
+    assert shifted.data.ptr % 16 != 0
+    outs = []
+    for weight in (w, shifted):
+        out = cupy.empty((p.n, p.cout, p.ho, p.wo), dtype=w.dtype)
+        core.forward(p, dev["x"], dev["offset"], dev["mask"], weight, dev["bias"], out, lib=lib)
+        outs.append(out.get())
+    cupy.cuda.runtime.deviceSynchronize()
+    assert np.array_equal(outs[0], outs[1])
+    from test_core_gpu import from_device
+
+    check_close(from_device(cupy.asarray(outs[0]), dtype), ref, dtype, None if dtype == "float32" else absref)

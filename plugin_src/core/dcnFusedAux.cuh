@@ -20,15 +20,15 @@ constexpr int kPrepSegment = 4096; // weight elements one prep block permutes th
  * before the block synchronises), then the weights -> wp. 256 threads per block; blocks
  * [0, xBlocks) transpose, the rest permute `segsPerBlock` consecutive (output channel, channel
  * block) segments of BK * kk weights each: read in the weight's order (c, kp) and written in the K
- * order (kp, c), both coalesced through shared memory (a segment longer than kPrepSegment element
- * by element). */
+ * order (kp, c), both coalesced through shared memory, in 16-byte vectors when w is 16-byte aligned
+ * (wVec; a segment longer than kPrepSegment element by element). */
 template <typename T>
 __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T const* __restrict__ w,
     T* __restrict__ xh, T* __restrict__ wp, int64_t n, int32_t c, int64_t hw, int64_t xBlocks, int64_t segments,
-    int32_t segsPerBlock, int32_t kk, int32_t bkShift)
+    int32_t segsPerBlock, int32_t kk, int32_t bkShift, int32_t wVec)
 {
     __shared__ T tile[kPrepTile][kPrepTile + 1];
-    __shared__ T seg[kPrepSegment];
+    __shared__ __align__(16) T seg[kPrepSegment];
     int64_t const b = blockIdx.x;
     if (b < xBlocks)
     {
@@ -71,7 +71,41 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
     T const* const src = w + first * len;
     T* const dst = wp + first * len;
     int64_t const total = count * len;
-    if (total <= kPrepSegment)
+    if (total <= kPrepSegment && wVec)
+    {
+        // 16-byte loads and stores (w is 16-byte aligned and every segment is a multiple of 32
+        // elements); each thread writes 16 bytes of consecutive channels at one kernel point.
+        constexpr int kVec = 16 / sizeof(T);
+        constexpr int kPer = kPrepSegment / (256 * kVec);
+        uint4 v[kPer]; // every load in flight before the first shared-memory store
+#pragma unroll
+        for (int u = 0; u < kPer; ++u)
+        {
+            int const i = (threadIdx.x + u * 256) * kVec;
+            v[u] = i < total ? *reinterpret_cast<uint4 const*>(src + i) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < kPer; ++u)
+        {
+            int const i = (threadIdx.x + u * 256) * kVec;
+            if (i < total)
+                *reinterpret_cast<uint4*>(seg + i) = v[u];
+        }
+        __syncthreads();
+        for (int j = threadIdx.x * kVec; j < total; j += 256 * kVec)
+        {
+            int const sgm = j / len;
+            int const r = j - sgm * len;
+            T const* const sp = seg + sgm * len + (r & (bk - 1)) * kk + (r >> bkShift);
+            uint4 o;
+            T* const op = reinterpret_cast<T*>(&o);
+#pragma unroll
+            for (int q = 0; q < kVec; ++q)
+                op[q] = sp[q * kk];
+            *reinterpret_cast<uint4*>(dst + j) = o;
+        }
+    }
+    else if (total <= kPrepSegment)
     {
         constexpr int kPer = kPrepSegment / 256;
         T v[kPer]; // every load in flight before the first shared-memory store

@@ -246,7 +246,11 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
                 }
                 row[t + C::TPR * j] = dcn::simple::fromFloat<T>(sv);
             }
+#ifdef DCN_FUSED_SYNC_FULL // experiments (racecheck): producers wait at FULL instead of arriving
+            barSync(2 + s, kAll);
+#else
             barArrive(2 + s, kAll); // stage s is full
+#endif
         };
         Regs r0;
         Regs r1;
