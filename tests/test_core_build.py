@@ -198,6 +198,36 @@ def test_split_algo_codes_validate(lib: ctypes.CDLL) -> None:
         assert core.validate(_valid(algo=algo), lib) == (core.SUCCESS, ""), algo
 
 
+@pytest.mark.parametrize(
+    ("c", "cout", "group", "dtype"),
+    [
+        (512, 512, 1, core.FLOAT16),
+        (256, 256, 1, core.FLOAT32),
+        (512, 256, 2, core.BFLOAT16),
+        (128, 64, 1, core.FLOAT16),
+    ],
+)
+def test_workspace_grows_with_every_dimension(
+    lib: ctypes.CDLL, c: int, cout: int, group: int, dtype: int
+) -> None:
+    """A plugin sizes the workspace for a profile's largest shape: every smaller batch or plane must
+    fit in it, although small shapes split K (FP32 partial sums) and large ones do not."""
+    sizes = {}
+    for n in (1, 2, 3):
+        for hw in (4, 8, 12, 16, 24, 32, 48, 64, 96):
+            p = core.make_params(
+                (n, c, hw, hw + 3), (cout, c // group, 3, 3), padding=(1, 1), group=group, dtype=dtype
+            )
+            sizes[(n, hw)] = core.workspace_size(p, lib)
+    assert any(v > 0 for v in sizes.values())
+    for (n, hw), size in sizes.items():
+        for (n2, hw2), size2 in sizes.items():
+            if n2 >= n and hw2 >= hw:
+                assert size2 >= size, (
+                    f"workspace for n={n2}, {hw2}x{hw2 + 3} ({size2}) < n={n}, {hw}x{hw + 3} ({size})"
+                )
+
+
 def test_kernel_larger_than_padded_input_is_rejected(lib: ctypes.CDLL) -> None:
     p = core.make_params((1, 4, 3, 20), (4, 4, 5, 3), padding=(0, 1))
     p.ho, p.wo = 1, 20  # whatever: the height check fires first

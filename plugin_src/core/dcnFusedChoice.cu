@@ -103,11 +103,6 @@ int capSplits(DcnParams const& p)
     return cap > 1 ? static_cast<int>(cap) : 1;
 }
 
-size_t partialBytes(DcnParams const& p, int splits)
-{
-    return splits > 1 ? alignUp(size_t(splits) * p.cout * p.n * p.ho * p.wo * sizeof(float)) : 0;
-}
-
 size_t nhwcBytes(DcnParams const& p)
 {
     size_t const elem = elemBytes(p);
@@ -267,11 +262,29 @@ int32_t tileCount()
     return kTileCount;
 }
 
+/* Bytes kept for split-K partial sums: splits x pixels of any split count that capSplits allows at
+ * p's size or at any smaller batch or plane is at most min(kDCN_MAX_SPLITS x pixels, 64 x
+ * floor(kSplitBlocks / (channel tiles x groups))), because capSplits keeps splits x blocks <=
+ * kSplitBlocks. Reserving that bound makes the workspace grow with the dimensions, so a workspace
+ * sized for a profile's largest shape fits every smaller one (capSplits alone would not: a large
+ * shape may not split while a smaller one does). */
+static size_t partialReserve(DcnParams const& p)
+{
+    int64_t const chunks = p.c / p.group * p.kh * p.kw / 32;
+    if (chunks / kMinSplitChunks < 2)
+        return 0;
+    int64_t const tiles = (p.cout / p.group + 127) / 128 * p.group;
+    int64_t const bound = 64 * (kSplitBlocks / tiles);
+    int64_t const pixels = kDCN_MAX_SPLITS * p.n * p.ho * p.wo;
+    int64_t const count = pixels < bound ? pixels : bound;
+    return count > 0 ? alignUp(size_t(count) * p.cout * sizeof(float)) : 0;
+}
+
 size_t workspaceBytes(DcnParams const& p)
 {
     if (!nhwcApplies(p))
         return 0;
-    return nhwcBytes(p) + partialBytes(p, capSplits(p));
+    return nhwcBytes(p) + partialReserve(p);
 }
 
 } // namespace fused

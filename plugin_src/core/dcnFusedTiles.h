@@ -72,11 +72,11 @@ size_t alignUp(size_t v);
 int planSlots(DcnParams const& p, TileShape const& t);
 
 /* Workspace layout of the channel-vectorised kernel: the NHWC copy of x and the permuted weights
- * (nhwcBytes), then the FP32 partial sums of up to capSplits(p) K splits (partialBytes). */
+ * (nhwcBytes), then room for the FP32 partial sums of the K splits capSplits(p) allows (see
+ * partialReserve in dcnFusedChoice.cu). */
 bool nhwcApplies(DcnParams const& p, int bk = 32);
 int capSplits(DcnParams const& p);
 size_t nhwcBytes(DcnParams const& p);
-size_t partialBytes(DcnParams const& p, int splits);
 
 /* Why `tile` with `splits` cannot run p on d, or nullptr when it can. */
 char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize);
