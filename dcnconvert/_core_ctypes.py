@@ -37,6 +37,7 @@ __all__ = [
     "float_to_bf16_bits",
     "forward",
     "fused_algo",
+    "fused_choice",
     "fused_tile_count",
     "library_path",
     "load",
@@ -158,6 +159,17 @@ def _load(path: str) -> ctypes.CDLL:
     lib.dcnForward.restype = ctypes.c_int
     lib.dcnFusedTileCount.argtypes = []
     lib.dcnFusedTileCount.restype = ctypes.c_int32
+    lib.dcnFusedChoice.argtypes = [
+        ctypes.POINTER(DcnParams),
+        ctypes.c_int32,  # sms
+        ctypes.c_int32,  # smemOptin
+        ctypes.c_int32,  # ccMajor
+        ctypes.POINTER(ctypes.c_int32),  # tile
+        ctypes.POINTER(ctypes.c_int32),  # splits
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.dcnFusedChoice.restype = ctypes.c_int
     return lib
 
 
@@ -241,6 +253,42 @@ def fused_algo(tile: int, splits: int = 1) -> int:
             f"fused_algo(tile={tile}, splits={splits}): need tile >= 0 and 1 <= splits <= {MAX_SPLITS}"
         )
     return ALGO_FUSED_TILE + tile + ALGO_SPLIT_STEP * (splits - 1)
+
+
+# An H200: 132 SMs, 227 KiB of opt-in shared memory per block, compute capability 9.0.
+H200_DEVICE = (132, 232448, 9)
+
+
+def fused_choice(
+    params: DcnParams, device: tuple[int, int, int] = H200_DEVICE, lib: ctypes.CDLL | None = None
+) -> tuple[int, int] | None:
+    """``dcnFusedChoice``: the fused ``(tile, splits)`` AUTO runs for ``params`` on ``device``.
+
+    Args:
+        params: the problem.
+        device: ``(SM count, opt-in shared memory bytes per block, compute capability major)``.
+        lib: the loaded library (default :func:`load`).
+
+    Returns:
+        ``(tile, splits)``, or None where no fused tile takes the problem (AUTO runs the simple kernel).
+
+    Raises:
+        ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
+    """
+    lib = lib or load()
+    tile, splits = ctypes.c_int32(-1), ctypes.c_int32(0)
+    buf = ctypes.create_string_buffer(_MSG_LEN)
+    sms, smem, cc = device
+    status = int(
+        lib.dcnFusedChoice(
+            ctypes.byref(params), sms, smem, cc, ctypes.byref(tile), ctypes.byref(splits), buf, _MSG_LEN
+        )
+    )
+    if status == UNSUPPORTED:
+        return None
+    if status != SUCCESS:
+        _raise_status(status, buf.value.decode("utf-8", "replace"))
+    return int(tile.value), int(splits.value)
 
 
 def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:

@@ -14,10 +14,18 @@ from pathlib import Path
 import pytest
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert.errors import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
 CORE_DIR = REPO / "plugin_src" / "core"
-EXPORTED = {"dcnOutputSize", "dcnValidate", "dcnWorkspaceSize", "dcnForward", "dcnFusedTileCount"}
+EXPORTED = {
+    "dcnOutputSize",
+    "dcnValidate",
+    "dcnWorkspaceSize",
+    "dcnForward",
+    "dcnFusedTileCount",
+    "dcnFusedChoice",
+}
 
 
 def _nvcc() -> str | None:
@@ -226,6 +234,30 @@ def test_workspace_grows_with_every_dimension(
                 assert size2 >= size, (
                     f"workspace for n={n2}, {hw2}x{hw2 + 3} ({size2}) < n={n}, {hw}x{hw + 3} ({size})"
                 )
+
+
+def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
+    """dcnFusedChoice (host only): what AUTO runs on an H200 (132 SMs, 227 KiB, sm_90)."""
+    fp16_only = {10, 11, 12, 13}  # 64-channel K chunks (plugin_src/core/dcnFusedTiles.h)
+    nchw = {8, 9}
+    r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    tile, splits = core.fused_choice(r50c4, lib=lib)
+    assert splits == 1 and tile not in nchw, (tile, splits)  # 132 blocks of 128 x 64: one full wave
+    dla = core.make_params(
+        (1, 512, 16, 16), (256, 512, 3, 3), padding=(1, 1), with_bias=True, dtype=core.FLOAT16
+    )
+    tile, splits = core.fused_choice(dla, lib=lib)
+    assert splits > 1, (tile, splits)  # 8 blocks of 128 x 64 without a split
+    r50c4.dtype = core.FLOAT32
+    tile, splits = core.fused_choice(r50c4, lib=lib)
+    assert tile not in fp16_only | nchw, tile
+    odd = core.make_params((2, 48, 20, 20), (40, 48, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    tile, splits = core.fused_choice(odd, lib=lib)
+    assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32
+    assert core.fused_choice(dla, device=(80, 65536, 7), lib=lib) is None  # sm_75: the simple kernel
+    dla.ho = 99
+    with pytest.raises(ValidationError, match="ho"):
+        core.fused_choice(dla, lib=lib)
 
 
 def test_kernel_larger_than_padded_input_is_rejected(lib: ctypes.CDLL) -> None:

@@ -95,6 +95,26 @@ DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
     return dcn::fused::tileCount();
 }
 
+DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
+    int32_t* tile, int32_t* splits, char* msg, size_t msgLen)
+{
+    DcnStatus const s = dcnValidate(p, msg, msgLen);
+    if (s != kDCN_SUCCESS)
+        return s;
+    if (tile == nullptr || splits == nullptr || sms < 1 || smemOptin < 0)
+    {
+        setMsg(msg, msgLen, "dcnFusedChoice: tile and splits must be non-NULL, sms >= 1 and smemOptin >= 0 (got %d, %d)",
+            sms, smemOptin);
+        return kDCN_INVALID_ARGUMENT;
+    }
+    if (p->n == 0)
+    {
+        setMsg(msg, msgLen, "dcnFusedChoice: an empty batch runs no kernel");
+        return kDCN_UNSUPPORTED;
+    }
+    return dcn::fused::chooseFor(*p, sms, smemOptin, ccMajor, dcnWorkspaceSize(p), *tile, *splits, msg, msgLen);
+}
+
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
 {
     // The simple kernel needs none; the channel-vectorised fused kernel keeps an NHWC copy of x and

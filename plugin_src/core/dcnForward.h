@@ -28,6 +28,14 @@ size_t dcnWorkspaceSize(DcnParams const* p);
 /* Number of tile configurations of the fused kernel (kDCN_ALGO_FUSED_TILE + i, i < this). */
 int32_t dcnFusedTileCount(void);
 
+/* The fused tile and K split count kDCN_ALGO_AUTO runs for p (validated here) on a device with
+ * `sms` multiprocessors, `smemOptin` bytes of opt-in shared memory per block and compute capability
+ * major `ccMajor`, with a workspace of dcnWorkspaceSize(p) bytes. Host only (no CUDA call): for
+ * tuning and tests. kDCN_UNSUPPORTED (msg says why) when no fused tile takes p there; AUTO then
+ * runs the simple kernel. */
+DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
+    int32_t* splits, char* msg, size_t msgLen);
+
 /* Runs the forward on `stream`. Device pointers; bias may be NULL when withBias == 0.
  * No host synchronisation, no allocation. Returns kDCN_SUCCESS or an error with msg filled. */
 DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,

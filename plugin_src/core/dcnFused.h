@@ -24,6 +24,12 @@ int32_t tileCount();
  * partial sums of the most K splits p may use; 0 when the kernel does not apply. */
 size_t workspaceBytes(DcnParams const& p);
 
+/* The (tile, splits) forward would choose for p (validated) on a device with the given SM count,
+ * opt-in shared memory per block and compute capability major, with `workspaceSize` bytes of
+ * workspace; kDCN_UNSUPPORTED (msg says why) when no fused tile applies. No CUDA call. */
+DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t ccMajor, size_t workspaceSize,
+    int32_t& tile, int32_t& splits, char* msg, size_t msgLen);
+
 /* Runs a fused kernel on p (already validated) with tile configuration `tile` and `splits` K
  * splits, or the preferred supported tile and split count when tile < 0. Returns kDCN_UNSUPPORTED
  * (msg says why) when the problem, the tile, the split count, the workspace or the device is

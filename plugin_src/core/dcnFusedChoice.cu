@@ -257,6 +257,23 @@ DcnStatus choose(DcnParams const& p, Device const& d, size_t workspaceSize, Choi
     return kDCN_UNSUPPORTED;
 }
 
+DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t ccMajor, size_t workspaceSize,
+    int32_t& tile, int32_t& splits, char* msg, size_t msgLen)
+{
+    Device d;
+    d.sms = sms;
+    d.smemOptin = smemOptin;
+    d.ccMajor = ccMajor;
+    Choice c;
+    DcnStatus const s = choose(p, d, workspaceSize, c, msg, msgLen);
+    if (s == kDCN_SUCCESS)
+    {
+        tile = c.tile;
+        splits = c.splits;
+    }
+    return s;
+}
+
 int32_t tileCount()
 {
     return kTileCount;

@@ -1,0 +1,63 @@
+"""What kDCN_ALGO_AUTO runs for every benchmark layer and precision on a given device, from the
+host-only ``dcnFusedChoice`` (no GPU needed; tile numbers as in plugin_src/core/dcnFusedTiles.h):
+
+    python3 bench/fused_choice.py [--sms 132 --smem 232448 --cc 9] [--lib build/libdcnconvert_core.so]
+
+Prints one line per layer: the tile and K split count per precision ("simple" where no fused tile
+applies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_shapes import PRECISIONS, SHAPES, Shape  # noqa: E402
+
+from dcnconvert import _core_ctypes as core  # noqa: E402
+
+
+def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int], lib) -> str:
+    """``t<tile>`` or ``t<tile>/s<splits>``, or ``simple``."""
+    p = core.make_params(
+        (shape.n, shape.c, shape.h, shape.w),
+        (shape.cout, shape.c // shape.group, shape.kernel, shape.kernel),
+        stride=(shape.stride, shape.stride),
+        padding=(shape.pad, shape.pad),
+        dilation=(shape.dilation, shape.dilation),
+        group=shape.group,
+        deformable_group=shape.dg,
+        with_bias=shape.bias,
+        dtype=dtype,
+        math=math,
+    )
+    got = core.fused_choice(p, device, lib=lib)
+    if got is None:
+        return "simple"
+    tile, splits = got
+    return f"t{tile}" if splits == 1 else f"t{tile}/s{splits}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sms", type=int, default=core.H200_DEVICE[0])
+    ap.add_argument("--smem", type=int, default=core.H200_DEVICE[1], help="opt-in shared memory per block")
+    ap.add_argument("--cc", type=int, default=core.H200_DEVICE[2], help="compute capability major")
+    ap.add_argument("--lib", default=None, help="core library (default: build/)")
+    args = ap.parse_args(argv)
+    lib = core.load(args.lib)
+    device = (args.sms, args.smem, args.cc)
+    print(f"{'layer':14s} " + " ".join(f"{prec.name:>8s}" for prec in PRECISIONS))
+    for shape in SHAPES:
+        cells = [choice_for(shape, prec.dtype, prec.math, device, lib) for prec in PRECISIONS]
+        print(f"{shape.name:14s} " + " ".join(f"{c:>8s}" for c in cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
