@@ -21,6 +21,7 @@ from typing import Any
 from dcnconvert.errors import DcnConvertError, PluginLoadError, UnsupportedNodeError, ValidationError
 
 __all__ = [
+    "H200_DEVICE",
     "ALGO_AUTO",
     "ALGO_FUSED",
     "ALGO_FUSED_TILE",
@@ -242,61 +243,6 @@ def make_params(
     return p
 
 
-def fused_algo(tile: int, splits: int = 1) -> int:
-    """The ``DcnParams.algo`` code that forces fused tile ``tile`` with its K range split ``splits`` ways.
-
-    Raises:
-        ValueError: ``splits`` outside ``1..MAX_SPLITS`` or a negative tile.
-    """
-    if tile < 0 or not 1 <= splits <= MAX_SPLITS:
-        raise ValueError(
-            f"fused_algo(tile={tile}, splits={splits}): need tile >= 0 and 1 <= splits <= {MAX_SPLITS}"
-        )
-    return ALGO_FUSED_TILE + tile + ALGO_SPLIT_STEP * (splits - 1)
-
-
-# An H200: 132 SMs, 227 KiB of opt-in shared memory per block, compute capability 9.0.
-H200_DEVICE = (132, 232448, 9)
-
-
-def fused_choice(
-    params: DcnParams, device: tuple[int, int, int] = H200_DEVICE, lib: ctypes.CDLL | None = None
-) -> tuple[int, int] | None:
-    """``dcnFusedChoice``: the fused ``(tile, splits)`` AUTO runs for ``params`` on ``device``.
-
-    Args:
-        params: the problem.
-        device: ``(SM count, opt-in shared memory bytes per block, compute capability major)``.
-        lib: the loaded library (default :func:`load`).
-
-    Returns:
-        ``(tile, splits)``, or None where no fused tile takes the problem (AUTO runs the simple kernel).
-
-    Raises:
-        ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
-    """
-    lib = lib or load()
-    tile, splits = ctypes.c_int32(-1), ctypes.c_int32(0)
-    buf = ctypes.create_string_buffer(_MSG_LEN)
-    sms, smem, cc = device
-    status = int(
-        lib.dcnFusedChoice(
-            ctypes.byref(params), sms, smem, cc, ctypes.byref(tile), ctypes.byref(splits), buf, _MSG_LEN
-        )
-    )
-    if status == UNSUPPORTED:
-        return None
-    if status != SUCCESS:
-        _raise_status(status, buf.value.decode("utf-8", "replace"))
-    return int(tile.value), int(splits.value)
-
-
-def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:
-    """``dcnFusedTileCount``: tile configurations of the fused kernel (``ALGO_FUSED_TILE + i``)."""
-    lib = lib or load()
-    return int(lib.dcnFusedTileCount())
-
-
 def validate(params: DcnParams, lib: ctypes.CDLL | None = None) -> tuple[int, str]:
     """``dcnValidate``: returns ``(status, message)``."""
     lib = lib or load()
@@ -439,3 +385,8 @@ def bf16_bits_to_float(bits: Any) -> Any:
 
     b = np.ascontiguousarray(bits, dtype=np.uint16)
     return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+# The fused kernel's tuning helpers live in their own module; re-exported here (imported last:
+# that module uses this one).
+from dcnconvert._core_fused import H200_DEVICE, fused_algo, fused_choice, fused_tile_count  # noqa: E402

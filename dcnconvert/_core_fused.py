@@ -1,0 +1,76 @@
+"""The fused kernel's tuning helpers of the core binding: algo codes that force a tile and a K
+split count, the host-only choice AUTO makes (``dcnFusedChoice``), the tile count. Re-exported by
+:mod:`dcnconvert._core_ctypes`, which tests and benchmarks import as ``core``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+__all__ = ["H200_DEVICE", "fused_algo", "fused_choice", "fused_tile_count"]
+
+
+def _core() -> Any:
+    """The binding module (imported at call time: it imports this module at its end)."""
+    from dcnconvert import _core_ctypes
+
+    return _core_ctypes
+
+
+def fused_algo(tile: int, splits: int = 1) -> int:
+    """The ``DcnParams.algo`` code that forces fused tile ``tile`` with its K range split ``splits`` ways.
+
+    Raises:
+        ValueError: ``splits`` outside ``1..MAX_SPLITS`` or a negative tile.
+    """
+    _c = _core()
+    if tile < 0 or not 1 <= splits <= _c.MAX_SPLITS:
+        raise ValueError(
+            f"fused_algo(tile={tile}, splits={splits}): need tile >= 0 and 1 <= splits <= {_c.MAX_SPLITS}"
+        )
+    return _c.ALGO_FUSED_TILE + tile + _c.ALGO_SPLIT_STEP * (splits - 1)
+
+
+# An H200: 132 SMs, 227 KiB of opt-in shared memory per block, compute capability 9.0.
+H200_DEVICE = (132, 232448, 9)
+
+
+def fused_choice(
+    params: Any, device: tuple[int, int, int] = H200_DEVICE, lib: ctypes.CDLL | None = None
+) -> tuple[int, int] | None:
+    """``dcnFusedChoice``: the fused ``(tile, splits)`` AUTO runs for ``params`` on ``device``.
+
+    Args:
+        params: the problem.
+        device: ``(SM count, opt-in shared memory bytes per block, compute capability major)``.
+        lib: the loaded library (default :func:`load`).
+
+    Returns:
+        ``(tile, splits)``, or None where no fused tile takes the problem (AUTO runs the simple kernel).
+
+    Raises:
+        ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
+    """
+    _c = _core()
+    lib = lib or _c.load()
+    tile, splits = ctypes.c_int32(-1), ctypes.c_int32(0)
+    buf = ctypes.create_string_buffer(_c._MSG_LEN)
+    sms, smem, cc = device
+    status = int(
+        lib.dcnFusedChoice(
+            ctypes.byref(params), sms, smem, cc, ctypes.byref(tile), ctypes.byref(splits), buf, _c._MSG_LEN
+        )
+    )
+    if status == _c.UNSUPPORTED:
+        return None
+    if status != _c.SUCCESS:
+        _c._raise_status(status, buf.value.decode("utf-8", "replace"))
+    return int(tile.value), int(splits.value)
+
+
+def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:
+    """``dcnFusedTileCount``: tile configurations of the fused kernel (``ALGO_FUSED_TILE + i``)."""
+    _c = _core()
+    lib = lib or _c.load()
+    return int(lib.dcnFusedTileCount())
