@@ -26,6 +26,17 @@ constexpr size_t kAlign = 256;
 constexpr int kMinSplitChunks = 9;
 constexpr int64_t kSplitBlocks = 256;
 
+/* K of one group in 32-channel chunks, and the 128-row channel tiles of all groups: the units of
+ * the split limits and of the cost estimate. */
+int64_t chunks32(DcnParams const& p)
+{
+    return p.c / p.group * p.kh * p.kw / 32;
+}
+int64_t channelTiles128(DcnParams const& p)
+{
+    return (p.cout / p.group + 127) / 128 * p.group;
+}
+
 } // namespace
 
 DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
@@ -95,8 +106,8 @@ int capSplits(DcnParams const& p)
 {
     if (!nhwcApplies(p))
         return 1;
-    int64_t const chunks = p.c / p.group * p.kh * p.kw / 32;
-    int64_t const blocks = (p.cout / p.group + 127) / 128 * ((p.n * p.ho * p.wo + 63) / 64) * p.group;
+    int64_t const chunks = chunks32(p);
+    int64_t const blocks = channelTiles128(p) * ((p.n * p.ho * p.wo + 63) / 64);
     int64_t cap = kSplitBlocks / (blocks > 0 ? blocks : 1);
     cap = cap < chunks / kMinSplitChunks ? cap : chunks / kMinSplitChunks;
     cap = cap < kDCN_MAX_SPLITS ? cap : kDCN_MAX_SPLITS;
@@ -200,7 +211,7 @@ Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize)
     float bestCost = 0.0f;
     int64_t const mg = p.cout / p.group;
     int64_t const pixels = p.n * p.ho * p.wo;
-    int64_t const chunks = p.c / p.group * p.kh * p.kw / 32;
+    int64_t const chunks = chunks32(p);
     int const cap = capSplits(p);
     for (int t = 0; t < kTileCount; ++t)
     {
@@ -287,11 +298,9 @@ int32_t tileCount()
  * shape may not split while a smaller one does). */
 static size_t partialReserve(DcnParams const& p)
 {
-    int64_t const chunks = p.c / p.group * p.kh * p.kw / 32;
-    if (chunks / kMinSplitChunks < 2)
+    if (chunks32(p) / kMinSplitChunks < 2)
         return 0;
-    int64_t const tiles = (p.cout / p.group + 127) / 128 * p.group;
-    int64_t const bound = 64 * (kSplitBlocks / tiles);
+    int64_t const bound = 64 * (kSplitBlocks / channelTiles128(p));
     int64_t const pixels = kDCN_MAX_SPLITS * p.n * p.ho * p.wo;
     int64_t const count = pixels < bound ? pixels : bound;
     return count > 0 ? alignUp(size_t(count) * p.cout * sizeof(float)) : 0;
