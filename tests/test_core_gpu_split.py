@@ -34,7 +34,7 @@ SPLIT_CASES: list[Case] = [
 # 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only)
 # (plugin_src/core/dcnFusedTiles.h).
 SPLIT_TILES = (7, 5, 10, 11, 12, 14)
-FP16_ONLY_TILES = frozenset({10, 11, 12, 13})
+FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17})
 
 
 @pytest.fixture(scope="module")

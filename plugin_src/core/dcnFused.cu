@@ -151,12 +151,13 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
     case 14: return launchTile<T, MK, 14>(p, a, d, q, stream, msg, msgLen);
     case 15: return launchTile<T, MK, 15>(p, a, d, q, stream, msg, msgLen);
     case 16: return launchTile<T, MK, 16>(p, a, d, q, stream, msg, msgLen);
+    case 17: return launchTile<T, MK, 17>(p, a, d, q, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 17, "launchMath lists every tile");
+static_assert(kTileCount == 18, "launchMath lists every tile");
 
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {

@@ -46,10 +46,34 @@ __device__ __forceinline__ T ldT(T const* p)
     return __ldg(p);
 }
 
-/* Builds the plan of deformable group dg into slot `slot` (producer threads only). */
-/* NHWC: the plan's element offset is that of channel 0 of the cell in an NHWC image, else NCHW
- * (plane 0). */
-template <typename T, class C, bool NHWC = false>
+/* Pairs of a 16-bit type for packed arithmetic (HFMA2); only __half2 for __half is used: two(lo, hi)
+ * rounds both to T, lows/highs copy one half into both. */
+template <typename T>
+struct Pair;
+template <>
+struct Pair<__half>
+{
+    using type = __half2;
+    static __device__ __forceinline__ type lows(type v)
+    {
+        return __low2half2(v);
+    }
+    static __device__ __forceinline__ type highs(type v)
+    {
+        return __high2half2(v);
+    }
+    static __device__ __forceinline__ type two(float lo, float hi)
+    {
+        return __floats2half2_rn(lo, hi);
+    }
+};
+
+/* Builds the plan of deformable group dg into slot `slot` (producer threads only).
+ * NHWC: the plan's element offset is that of channel 0 of the cell in an NHWC image, else NCHW
+ * (plane 0). PACK16 (FP16 only): the four corner weights are stored rounded to T, as two pairs
+ * (w00, w01), (w10, w11) in the first 8 bytes of the entry, for the packed interpolation of
+ * dcnFusedNhwc.cuh. */
+template <typename T, class C, bool NHWC = false, bool PACK16 = false>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
     T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
 {
@@ -129,7 +153,20 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
             }
         }
         int const at = (slot * a.kk + kp) * C::BN + pl;
-        planW[at] = wv;
+        if constexpr (PACK16)
+        {
+            using P2 = typename Pair<T>::type;
+            P2 const top = Pair<T>::two(wv.x, wv.y);
+            P2 const bottom = Pair<T>::two(wv.z, wv.w);
+            uint2 bits;
+            bits.x = *reinterpret_cast<uint32_t const*>(&top);
+            bits.y = *reinterpret_cast<uint32_t const*>(&bottom);
+            *reinterpret_cast<uint2*>(planW + at) = bits;
+        }
+        else
+        {
+            planW[at] = wv;
+        }
         planI[at] = idx;
     }
 }

@@ -366,11 +366,9 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
                     for (int nt = 0; nt < C::NT; ++nt)
                     {
                         if constexpr (MK == MathKind::k3xTf32)
-                        {
-                            mmaTf32(acc[mt][nt], aSmall[mt], bBig[nt][0], bBig[nt][1]);
-                            mmaTf32(acc[mt][nt], aBig[mt], bSmall[nt][0], bSmall[nt][1]);
-                        }
-                        mmaTf32(acc[mt][nt], aBig[mt], bBig[nt][0], bBig[nt][1]);
+                            mma3xTf32(acc[mt][nt], aBig[mt], aSmall[mt], bBig[nt], bSmall[nt]);
+                        else
+                            mmaTf32(acc[mt][nt], aBig[mt], bBig[nt][0], bBig[nt][1]);
                     }
             }
         }

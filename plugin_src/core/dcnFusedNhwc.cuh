@@ -8,7 +8,8 @@
  * 64) K rows is one block of BK consecutive channels at one kernel point, all in one deformable
  * group (the host requires channels per group and per deformable group to be multiples of BK). A
  * producer task is one 16-byte vector (8 FP16/BF16 or 4 FP32 channels) of one pixel: one plan
- * lookup, four 16-byte corner loads, FP32 bilinear sums, one 16-byte store into the K-contiguous B
+ * lookup, four 16-byte corner loads, bilinear sums (FP16: in __half2 pairs; BF16, FP32: in FP32),
+ * one 16-byte store into the K-contiguous B
  * tile [BN][BK + pad], which the consumers read with ldmatrix (non-transposed). The 4 (FP32: 8)
  * tasks of a pixel sit in neighbouring lanes and read 64 (128) contiguous bytes per corner.
  */
@@ -16,6 +17,8 @@
 #define DCN_FUSED_NHWC_CUH
 
 #include "dcnFusedKernel.cuh"
+
+#include <type_traits>
 
 namespace dcn
 {
@@ -41,6 +44,15 @@ struct NTile
     static constexpr int WTN = BN / WARPS_N;
     static constexpr int MT = WTM / 16;
     static constexpr int NT = WTN / 8;
+    // FP16 interpolates in __half2 pairs (HFMA2): 8 channels in 16 instructions instead of 68
+    // (conversions, FP32 FMAs, packing). BF16 keeps FP32 sums: in BF16 pairs the sampling error
+    // reached the im2col baseline's (H200, docs/fused_kernel_notes.md, version 12).
+    // DCN_FUSED_INTERP_F32 (experiments) keeps FP32 sums for FP16 too.
+#ifdef DCN_FUSED_INTERP_F32
+    static constexpr bool PACK16 = false;
+#else
+    static constexpr bool PACK16 = std::is_same<T, __half>::value;
+#endif
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
@@ -129,11 +141,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         int slot = 0;
         int slotBase = 0; // plan entry of kernel point 0, pixel 0 in that slot
         int64_t aOff = 0;
+        // Plan entries of the pixels of this thread for the next chunk, read one chunk ahead so that
+        // the gather addresses do not wait on shared memory (not across a plan rebuild).
+        int64_t nextIdx[C::PXT];
+        bool haveNext = false;
         struct Regs
         {
             uint4 v[C::PXT][4];
             uint4 av[C::ASYNC_A ? 1 : AIT]; // weight vectors (unused with cp.async)
-            int e0; // plan entry of this chunk's kernel point, pixel 0
+            uint2 w[C::PACK16 ? C::PXT : 1]; // PACK16: the corner weights, two T pairs
+            int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
         };
         auto prepare = [&](Regs& R) {
             if (planned < 0 || (kp == 0 && a.deformableGroups > 1))
@@ -142,8 +159,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 if (dg != planned)
                 {
                     slot = planned < 0 ? dg % a.planSlots : (slot + 1 == a.planSlots ? 0 : slot + 1);
-                    barSync(kBarProducers, C::PRODUCERS); // nobody still samples from the slot replaced
-                    buildPlan<T, C, true>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
+                    barSync(kBarProducers, C::PRODUCERS); // nobody still reads the slot replaced
+                    buildPlan<T, C, true, C::PACK16>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);
@@ -159,21 +176,38 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 }
                 aOff += C::BK;
             }
-            R.e0 = slotBase + kp * C::BN;
+            int const e0 = slotBase + kp * C::BN;
             T const* const base = xh + cIn;
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
-                T const* const q = base + planI[R.e0 + bPix[j]] + bLane[j];
+                int64_t const idx = haveNext ? nextIdx[j] : planI[e0 + bPix[j]];
+                T const* const q = base + idx + bLane[j];
+#ifdef DCN_FUSED_NO_GATHER // experiments: the corner loads left out (results are wrong)
+                uint32_t const fake = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(q)) & 0x3c003c00u;
+                R.v[j][0] = R.v[j][1] = R.v[j][2] = R.v[j][3] = make_uint4(fake, fake, fake, fake);
+#else
                 R.v[j][0] = __ldg(reinterpret_cast<uint4 const*>(q));
                 R.v[j][1] = __ldg(reinterpret_cast<uint4 const*>(q + colStride));
                 R.v[j][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
                 R.v[j][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
+#endif
+                if constexpr (C::PACK16)
+                    R.w[j] = *reinterpret_cast<uint2 const*>(planW + e0 + bPix[j]);
             }
+            R.e0 = e0;
             if (++kp == a.kk)
             {
                 kp = 0;
                 cIn += C::BK;
+            }
+            // The next chunk uses the same plan unless it may start a new deformable group.
+            haveNext = !(kp == 0 && a.deformableGroups > 1);
+            if (haveNext)
+            {
+#pragma unroll
+                for (int j = 0; j < C::PXT; ++j)
+                    nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
             }
         };
         auto finish = [&](int kc, Regs const& R) {
@@ -200,23 +234,51 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
-                using dcn::simple::fromFloat;
-                using dcn::simple::toFloat;
-                float4 const wv = planW[R.e0 + bPix[j]];
-                T const* const c00 = reinterpret_cast<T const*>(&R.v[j][0]);
-                T const* const c01 = reinterpret_cast<T const*>(&R.v[j][1]);
-                T const* const c10 = reinterpret_cast<T const*>(&R.v[j][2]);
-                T const* const c11 = reinterpret_cast<T const*>(&R.v[j][3]);
                 uint4 res;
-                T* const o = reinterpret_cast<T*>(&res);
-#pragma unroll
-                for (int i = 0; i < C::VEC; ++i)
+                if constexpr (C::PACK16)
                 {
-                    float sv = wv.x * toFloat<T>(c00[i]);
-                    sv = fmaf(wv.y, toFloat<T>(c01[i]), sv);
-                    sv = fmaf(wv.z, toFloat<T>(c10[i]), sv);
-                    sv = fmaf(wv.w, toFloat<T>(c11[i]), sv);
-                    o[i] = fromFloat<T>(sv);
+                    // Bilinear sums in T pairs: each corner weight once rounded to T (in the plan),
+                    // one product and three fused multiply-adds per pair of channels.
+                    using P2 = typename Pair<T>::type;
+                    P2 const top = *reinterpret_cast<P2 const*>(&R.w[j].x);
+                    P2 const bottom = *reinterpret_cast<P2 const*>(&R.w[j].y);
+                    P2 const w00 = Pair<T>::lows(top);
+                    P2 const w01 = Pair<T>::highs(top);
+                    P2 const w10 = Pair<T>::lows(bottom);
+                    P2 const w11 = Pair<T>::highs(bottom);
+                    P2 const* const c00 = reinterpret_cast<P2 const*>(&R.v[j][0]);
+                    P2 const* const c01 = reinterpret_cast<P2 const*>(&R.v[j][1]);
+                    P2 const* const c10 = reinterpret_cast<P2 const*>(&R.v[j][2]);
+                    P2 const* const c11 = reinterpret_cast<P2 const*>(&R.v[j][3]);
+                    P2* const o = reinterpret_cast<P2*>(&res);
+#pragma unroll
+                    for (int i = 0; i < C::VEC / 2; ++i)
+                    {
+                        P2 sv = __hmul2(w00, c00[i]);
+                        sv = __hfma2(w01, c01[i], sv);
+                        sv = __hfma2(w10, c10[i], sv);
+                        o[i] = __hfma2(w11, c11[i], sv);
+                    }
+                }
+                else
+                {
+                    using dcn::simple::fromFloat;
+                    using dcn::simple::toFloat;
+                    float4 const wv = planW[R.e0 + bPix[j]];
+                    T const* const c00 = reinterpret_cast<T const*>(&R.v[j][0]);
+                    T const* const c01 = reinterpret_cast<T const*>(&R.v[j][1]);
+                    T const* const c10 = reinterpret_cast<T const*>(&R.v[j][2]);
+                    T const* const c11 = reinterpret_cast<T const*>(&R.v[j][3]);
+                    T* const o = reinterpret_cast<T*>(&res);
+#pragma unroll
+                    for (int i = 0; i < C::VEC; ++i)
+                    {
+                        float sv = wv.x * toFloat<T>(c00[i]);
+                        sv = fmaf(wv.y, toFloat<T>(c01[i]), sv);
+                        sv = fmaf(wv.z, toFloat<T>(c10[i]), sv);
+                        sv = fmaf(wv.w, toFloat<T>(c11[i]), sv);
+                        o[i] = fromFloat<T>(sv);
+                    }
                 }
                 *reinterpret_cast<uint4*>(b_s + bPix[j] * C::LDB + bLane[j]) = res;
             }
@@ -289,6 +351,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         barSync(2 + s, kAll); // stage s is full
         T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
         T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
+#ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
         if constexpr (MK == MathKind::kNative)
         {
 #pragma unroll
@@ -362,14 +425,13 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                     for (int nt = 0; nt < C::NT; ++nt)
                     {
                         if constexpr (MK == MathKind::k3xTf32)
-                        {
-                            mmaTf32(acc[mt][nt], aSmall[mt], bBig[nt][0], bBig[nt][1]);
-                            mmaTf32(acc[mt][nt], aBig[mt], bSmall[nt][0], bSmall[nt][1]);
-                        }
-                        mmaTf32(acc[mt][nt], aBig[mt], bBig[nt][0], bBig[nt][1]);
+                            mma3xTf32(acc[mt][nt], aBig[mt], aSmall[mt], bBig[nt], bSmall[nt]);
+                        else
+                            mmaTf32(acc[mt][nt], aBig[mt], bBig[nt][0], bBig[nt][1]);
                     }
             }
         }
+#endif
         if (kc + C::STAGES < nChunks)
         {
             barArrive(2 + C::STAGES + s, kAll); // stage s may be refilled

@@ -46,6 +46,7 @@ constexpr TileShape kTiles[] = {
     {128, 64, 2, 4, 8, 4, true, 32, true},    // 14: tile 7 with cp.async weights
     {128, 32, 4, 4, 4, 4, true, 32, true},    // 15: tile 5 with cp.async weights
     {256, 64, 4, 8, 8, 3, true, 32, true},    // 16: tile 3 with cp.async weights
+    {128, 32, 4, 4, 8, 4, true, 64, true},    // 17: tile 13 with 8 producer warps
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
