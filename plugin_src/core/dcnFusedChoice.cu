@@ -137,6 +137,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
         return "too many channel tiles, groups or K splits for the grid";
     if (kTiles[tile].nhwc)
     {
+        if (mg * kg > INT32_MAX)
+            return "a group's weights exceed the 32-bit offsets of the channel-vectorised kernel";
         if (!nhwcApplies(p, kTiles[tile].bk))
             return kTiles[tile].bk == 32
                 ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"

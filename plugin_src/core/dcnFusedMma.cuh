@@ -59,6 +59,19 @@ __device__ __forceinline__ void cpAsync16(void* smem, void const* gmem)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smemAddr(smem)), "l"(gmem) : "memory");
 #endif
 }
+__device__ __forceinline__ void cpAsync16(uint32_t smem, void const* gmem)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+#endif
+}
+
+/* 16-byte store to a shared-memory byte address (the producers' stage writes). */
+__device__ __forceinline__ void stShared16(uint32_t smem, uint4 v)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(smem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
 __device__ __forceinline__ void cpAsyncCommit()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -57,7 +57,11 @@ struct NTile
     static constexpr int LDA = BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
     // Register sets (chunks in flight) per producer thread; the host's planSlots covers PD + 1.
+#ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
+    static constexpr int PD = DCN_FUSED_PD;
+#else
     static constexpr int PD = sizeof(T) == 4 ? 2 : BK > 32 ? (ASYNC_A ? 3 : 2) : (THREADS <= 384 ? 5 : 3);
+#endif
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
     static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
@@ -110,8 +114,12 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         constexpr int AIT = (C::A_VECS + C::PRODUCERS - 1) / C::PRODUCERS;
         constexpr int VPR = C::BK / C::VEC;
         constexpr bool kAllA = C::A_VECS % C::PRODUCERS == 0;
-        T const* aSrc[AIT];
-        int aDst[AIT];
+        // Weight tile: 32-bit element offsets from the group's first weight of this split (the host
+        // keeps a group's weights under 2^31 elements here) and shared-memory byte addresses in
+        // stage 0; stage s adds s * A_BYTES.
+        T const* const wBase = wp + static_cast<int64_t>(g) * a.mg * a.kg + static_cast<int64_t>(kc0) * C::BK;
+        uint32_t aOff[AIT];
+        uint32_t aDst[AIT];
 #pragma unroll
         for (int it = 0; it < AIT; ++it)
         {
@@ -119,32 +127,36 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             int const m = vi / VPR;
             int const kv = (vi - m * VPR) * C::VEC;
             int const row = min(m0 + m, a.mg - 1);
-            aSrc[it] = wp + (static_cast<int64_t>(g) * a.mg + row) * a.kg + static_cast<int64_t>(kc0) * C::BK + kv;
-            aDst[it] = m * C::LDA + kv;
+            aOff[it] = static_cast<uint32_t>(row) * static_cast<uint32_t>(a.kg) + static_cast<uint32_t>(kv);
+            aDst[it] = smemAddr(sA + m * C::LDA + kv);
         }
+        T const* aPtr = wBase; // register path: the next chunk's weights
+        // Sampling tasks: pixel and lane in the B tile (byte address in stage 0), and a pointer to
+        // this lane's channels of the current channel block (advanced by BK per block).
         int bPix[C::PXT];
-        int bLane[C::PXT];
+        uint32_t bDst[C::PXT];
+        T const* xLane[C::PXT];
+        int cb = kc0 / a.kk;
+        int kp = kc0 - cb * a.kk;
+        int cIn = g * a.cg + cb * C::BK; // first input channel of the next chunk to prepare
 #pragma unroll
         for (int j = 0; j < C::PXT; ++j)
         {
             int const task = ptid + j * C::PRODUCERS;
             bPix[j] = task / C::TPP;
-            bLane[j] = (task - bPix[j] * C::TPP) * C::VEC;
+            int const lane = (task - bPix[j] * C::TPP) * C::VEC;
+            bDst[j] = smemAddr(sB + bPix[j] * C::LDB + lane);
+            xLane[j] = xh + cIn + lane;
         }
         int64_t const rowStride = static_cast<int64_t>(a.w) * a.c;
         int64_t const colStride = a.c;
-        // (channel block, kernel point) of the next chunk to prepare, and its input channel.
-        int cb = kc0 / a.kk;
-        int kp = kc0 - cb * a.kk;
-        int cIn = g * a.cg + cb * C::BK;
         int planned = -1; // deformable group whose plan is in `slot`
         int slot = 0;
         int slotBase = 0; // plan entry of kernel point 0, pixel 0 in that slot
-        int64_t aOff = 0;
-        // Plan entries of the pixels of this thread for the next chunk, read one chunk ahead so that
-        // the gather addresses do not wait on shared memory (not across a plan rebuild).
+        // Plan entries (cell offsets) of this thread's pixels for the next chunk, read one chunk
+        // ahead so that the gather addresses do not wait on shared memory; read again after a
+        // plan rebuild.
         int64_t nextIdx[C::PXT];
-        bool haveNext = false;
         struct Regs
         {
             uint4 v[C::PXT][4];
@@ -164,6 +176,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);
+#pragma unroll
+                    for (int j = 0; j < C::PXT; ++j)
+                        nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
                 }
             }
             if constexpr (!C::ASYNC_A)
@@ -172,18 +187,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 for (int it = 0; it < AIT; ++it)
                 {
                     if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
-                        R.av[it] = __ldg(reinterpret_cast<uint4 const*>(aSrc[it] + aOff));
+                        R.av[it] = __ldg(reinterpret_cast<uint4 const*>(aPtr + aOff[it]));
                 }
-                aOff += C::BK;
+                aPtr += C::BK;
             }
             int const e0 = slotBase + kp * C::BN;
-            T const* const base = xh + cIn;
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
-                int64_t const idx = haveNext ? nextIdx[j] : planI[e0 + bPix[j]];
-                T const* const q = base + idx + bLane[j];
-#ifdef DCN_FUSED_NO_GATHER // experiments: the corner loads left out (results are wrong)
+                T const* const q = xLane[j] + nextIdx[j];
+#if defined(DCN_FUSED_NO_GATHER) || defined(DCN_FUSED_NO_SAMPLE) // experiments: no corner loads (wrong results)
                 uint32_t const fake = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(q)) & 0x3c003c00u;
                 R.v[j][0] = R.v[j][1] = R.v[j][2] = R.v[j][3] = make_uint4(fake, fake, fake, fake);
 #else
@@ -200,15 +213,14 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             {
                 kp = 0;
                 cIn += C::BK;
-            }
-            // The next chunk uses the same plan unless it may start a new deformable group.
-            haveNext = !(kp == 0 && a.deformableGroups > 1);
-            if (haveNext)
-            {
 #pragma unroll
                 for (int j = 0; j < C::PXT; ++j)
-                    nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
+                    xLane[j] += C::BK;
             }
+            // The next chunk's cell offsets (stale only if that chunk rebuilds the plan, see above).
+#pragma unroll
+            for (int j = 0; j < C::PXT; ++j)
+                nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
         };
         auto finish = [&](int kc, Regs const& R) {
             int const s = kc % C::STAGES;
@@ -216,21 +228,29 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             {
                 barSync(2 + C::STAGES + s, kAll); // consumers are done with stage s
             }
-            T* const a_s = sA + s * (C::BM * C::LDA);
-#pragma unroll
-            for (int it = 0; it < AIT; ++it)
+            uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
+            if constexpr (C::ASYNC_A)
             {
-                if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
+                T const* const src = wBase + static_cast<int64_t>(kc) * C::BK;
+#pragma unroll
+                for (int it = 0; it < AIT; ++it)
                 {
-                    if constexpr (C::ASYNC_A)
-                        cpAsync16(a_s + aDst[it], aSrc[it] + static_cast<int64_t>(kc) * C::BK);
-                    else
-                        *reinterpret_cast<uint4*>(a_s + aDst[it]) = R.av[it];
+                    if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
+                        cpAsync16(aDst[it] + aStage, src + aOff[it]);
+                }
+                cpAsyncCommit();
+            }
+            else
+            {
+#pragma unroll
+                for (int it = 0; it < AIT; ++it)
+                {
+                    if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
+                        stShared16(aDst[it] + aStage, R.av[it]);
                 }
             }
-            if constexpr (C::ASYNC_A)
-                cpAsyncCommit();
-            T* const b_s = sB + s * (C::BN * C::LDB);
+            uint32_t const bStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::B_BYTES);
+#ifndef DCN_FUSED_NO_SAMPLE // experiments: no B tile at all, producers only copy A (results are wrong)
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
@@ -280,8 +300,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                         o[i] = fromFloat<T>(sv);
                     }
                 }
-                *reinterpret_cast<uint4*>(b_s + bPix[j] * C::LDB + bLane[j]) = res;
+                stShared16(bDst[j] + bStage, res);
             }
+#else
+            (void)bStage;
+#endif
             if constexpr (C::ASYNC_A)
             {
                 // Stage kc - 1 is full once its weight copy has landed: publishing lags by one
