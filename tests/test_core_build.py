@@ -236,6 +236,20 @@ def test_workspace_grows_with_every_dimension(
                 )
 
 
+def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL) -> None:
+    """The channel-vectorised kernel addresses a group's weights with 32-bit offsets: a group of
+    more than 2^31 weights must go to the NCHW kernel (64-bit indexing), one just under may not."""
+    nchw = {8, 9}
+    huge = core.make_params((1, 65536, 8, 8), (4096, 65536, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    assert 4096 * 65536 * 9 > 2**31 - 1
+    choice = core.fused_choice(huge, lib=lib)
+    assert choice is not None and choice[0] in nchw, choice
+    below = core.make_params((1, 65536, 8, 8), (2048, 65536, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    assert 2048 * 65536 * 9 <= 2**31 - 1
+    choice = core.fused_choice(below, lib=lib)
+    assert choice is not None and choice[0] not in nchw, choice
+
+
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     """dcnFusedChoice (host only): what AUTO runs on an H200 (132 SMs, 227 KiB, sm_90)."""
     fp16_only = {10, 11, 12, 13, 17}  # 64-channel K chunks (plugin_src/core/dcnFusedTiles.h)

@@ -51,14 +51,8 @@ __device__ __forceinline__ uint32_t smemAddr(void const* p)
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-/* 16-byte asynchronous copy global -> shared that bypasses L1 (cp.async.cg, sm_80+), its group
+/* 16-byte asynchronous copy global -> shared (byte address) that bypasses L1 (cp.async.cg, sm_80+), its group
  * commit, and the wait until at most N of this thread's groups are still in flight. */
-__device__ __forceinline__ void cpAsync16(void* smem, void const* gmem)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smemAddr(smem)), "l"(gmem) : "memory");
-#endif
-}
 __device__ __forceinline__ void cpAsync16(uint32_t smem, void const* gmem)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
