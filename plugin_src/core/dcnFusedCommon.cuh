@@ -243,6 +243,110 @@ __device__ __forceinline__ void storePartial(FusedArgs const& a, float const (&a
         }
 }
 
+/* acc += the warp's A rows x B columns of one K chunk (both fused kernels). a_s points at the warp's
+ * first row of the A stage [BM][LDA]; b_s at the warp's first column of the B stage, which is
+ * [BK][LDB] with K_ROWS (NCHW kernel: b_s = stage + first column) or K-contiguous [BN][LDB]
+ * without (channel-vectorised kernel: b_s = stage + first pixel row). */
+template <typename T, MathKind MK, class C, bool K_ROWS>
+__device__ __forceinline__ void chunkMma(
+    float (&acc)[C::MT][C::NT][4], T const* a_s, T const* b_s, int lane, int gq, int tq)
+{
+    if constexpr (MK == MathKind::kNative)
+    {
+#pragma unroll
+        for (int ks = 0; ks < C::BK / 16; ++ks)
+        {
+            uint32_t af[C::MT][4];
+            uint32_t bf[C::NT][2];
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt)
+                ldmatrixX4(af[mt], a_s + (mt * 16 + (lane & 15)) * C::LDA + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int np = 0; np < C::NT / 2; ++np)
+            {
+                uint32_t rr[4];
+                if constexpr (K_ROWS)
+                    ldmatrixX4Trans(
+                        rr, b_s + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * C::LDB + np * 16 + (lane >> 4) * 8);
+                else
+                    ldmatrixX4(
+                        rr, b_s + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * C::LDB + ks * 16 + ((lane >> 3) & 1) * 8);
+                bf[2 * np][0] = rr[0];
+                bf[2 * np][1] = rr[1];
+                bf[2 * np + 1][0] = rr[2];
+                bf[2 * np + 1][1] = rr[3];
+            }
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < C::NT; ++nt)
+                    mmaK16<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+        }
+    }
+    else
+    {
+        float const* const fa = reinterpret_cast<float const*>(a_s);
+        float const* const fb = reinterpret_cast<float const*>(b_s);
+#pragma unroll
+        for (int ks = 0; ks < C::BK / 8; ++ks)
+        {
+            uint32_t aBig[C::MT][4];
+            uint32_t aSmall[C::MT][4];
+            uint32_t bBig[C::NT][2];
+            uint32_t bSmall[C::NT][2];
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt)
+            {
+                float const* const r0 = fa + (mt * 16 + gq) * C::LDA + ks * 8 + tq;
+                float const av[4] = {r0[0], r0[8 * C::LDA], r0[4], r0[8 * C::LDA + 4]};
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                {
+                    if constexpr (MK == MathKind::k3xTf32)
+                        splitTf32(av[q], aBig[mt][q], aSmall[mt][q]);
+                    else
+                        aBig[mt][q] = toTf32(av[q]);
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < C::NT; ++nt)
+            {
+                float bv[2];
+                if constexpr (K_ROWS)
+                {
+                    float const* const c0 = fb + (ks * 8 + tq) * C::LDB + nt * 8 + gq;
+                    bv[0] = c0[0];
+                    bv[1] = c0[4 * C::LDB];
+                }
+                else
+                {
+                    float const* const c0 = fb + (nt * 8 + gq) * C::LDB + ks * 8 + tq;
+                    bv[0] = c0[0];
+                    bv[1] = c0[4];
+                }
+#pragma unroll
+                for (int q = 0; q < 2; ++q)
+                {
+                    if constexpr (MK == MathKind::k3xTf32)
+                        splitTf32(bv[q], bBig[nt][q], bSmall[nt][q]);
+                    else
+                        bBig[nt][q] = toTf32(bv[q]);
+                }
+            }
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < C::NT; ++nt)
+                {
+                    if constexpr (MK == MathKind::k3xTf32)
+                        mma3xTf32(acc[mt][nt], aBig[mt], aSmall[mt], bBig[nt], bSmall[nt]);
+                    else
+                        mmaTf32(acc[mt][nt], aBig[mt], bBig[nt][0], bBig[nt][1]);
+                }
+        }
+    }
+}
+
 } // namespace fused
 } // namespace dcn
 

@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
         T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
 #ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
-        nhwcChunkMma<T, MK, C>(acc, a_s, b_s, lane, gq, tq);
+        chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);
 #endif
         if (kc + C::STAGES < nChunks)
         {
