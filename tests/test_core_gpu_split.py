@@ -31,9 +31,9 @@ SPLIT_CASES: list[Case] = [
     # 2 groups of 36 chunks, 4 deformable groups (18 chunks each), non-square attributes.
     Case("s_g2_dg4_nonsq", 1, 256, 10, 13, 160, (3, 3), (1, 2), (1, 1), (2, 1), group=2, dg=4, off_scale=3.0),
 ]
-# 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only)
-# (plugin_src/core/dcnFusedTiles.h).
-SPLIT_TILES = (7, 5, 10, 11, 12, 14)
+# 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only), and the
+# 128 x 32 tile with 8 producer warps (plugin_src/core/dcnFusedTiles.h).
+SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17)
 FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17})
 
 
