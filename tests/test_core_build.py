@@ -252,11 +252,15 @@ def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     """dcnFusedChoice (host only): what AUTO runs on an H200 (132 SMs, 227 KiB, sm_90)."""
-    fp16_only = {10, 11, 12, 13, 17}  # 64-channel K chunks (plugin_src/core/dcnFusedTiles.h)
+    tma = {18, 19, 20}  # weight tiles by TMA: sm_90+ (plugin_src/core/dcnFusedTiles.h)
+    fp16_only = {10, 11, 12, 13, 17} | tma  # 64-channel K chunks
     nchw = {8, 9}
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     tile, splits = core.fused_choice(r50c4, lib=lib)
-    assert splits == 1 and tile not in nchw, (tile, splits)  # 132 blocks of 128 x 64: one full wave
+    assert splits == 1 and tile in tma, (tile, splits)  # 132 blocks of 128 x 64: one full wave
+    a100 = (108, 166912, 8)
+    tile, splits = core.fused_choice(r50c4, device=a100, lib=lib)
+    assert tile not in tma | nchw, (tile, splits)
     dla = core.make_params(
         (1, 512, 16, 16), (256, 512, 3, 3), padding=(1, 1), with_bias=True, dtype=core.FLOAT16
     )

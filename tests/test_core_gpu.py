@@ -408,6 +408,13 @@ def device_has_fused() -> bool:
     return int(cupy.cuda.Device().compute_capability) >= 80
 
 
+def device_has_tma() -> bool:
+    """Compute capability 9.0+: the fused kernel's TMA tiles run (plugin_src/core/dcnFusedTma.cuh)."""
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability) >= 90
+
+
 # ----------------------------------------------------------------------------------------------
 # tests
 

@@ -11,6 +11,7 @@
 #include "dcnFusedAux.cuh"
 #include "dcnInternal.h"
 
+#include <cuda.h> // CUtensorMap and its enums only: the encoder comes from the runtime's driver entry points
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -55,6 +56,56 @@ DcnStatus launchError(char const* what, DcnParams const& p, int tile, char* msg,
     return kDCN_CUDA_ERROR;
 }
 
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, cuuint64_t const*,
+    cuuint64_t const*, cuuint32_t const*, cuuint32_t const*, CUtensorMapInterleave, CUtensorMapSwizzle,
+    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled through the runtime (the core does not link libcuda), or
+ * nullptr when the driver has none. */
+EncodeTiledFn encodeTiled()
+{
+    static EncodeTiledFn const fn = [] {
+        void* f = nullptr;
+        cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        cudaError_t const e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+#else
+        cudaError_t const e = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &f, cudaEnableDefault, &q);
+#endif
+        if (e != cudaSuccess)
+            (void) cudaGetLastError(); // not sticky; leave no error behind for the launch checks
+        return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<EncodeTiledFn>(f) : nullptr;
+    }();
+    return fn;
+}
+
+/* The tensor map of the permuted weights wp ([cout][kg] elements of 2 bytes, rows of a group
+ * consecutive) for TMA tiles: boxes of 64 columns x `rows` rows, 128-byte swizzle, zeros past the
+ * last row. */
+DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, int rows, char* msg, size_t msgLen)
+{
+    EncodeTiledFn const fn = encodeTiled();
+    if (fn == nullptr)
+    {
+        setMsg(msg, msgLen, "fused kernel: the driver has no cuTensorMapEncodeTiled, which the TMA tiles need");
+        return kDCN_UNSUPPORTED;
+    }
+    cuuint64_t const dims[2] = {static_cast<cuuint64_t>(kg), static_cast<cuuint64_t>(p.cout)};
+    cuuint64_t const strides[1] = {static_cast<cuuint64_t>(kg) * 2};
+    cuuint32_t const box[2] = {64, static_cast<cuuint32_t>(rows)};
+    cuuint32_t const elementStrides[2] = {1, 1};
+    CUresult const r = fn(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, wp, dims, strides, box, elementStrides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+    {
+        setMsg(msg, msgLen, "fused kernel: cuTensorMapEncodeTiled failed for the weights (%lld x %lld, CUresult %d)",
+            static_cast<long long>(p.cout), static_cast<long long>(kg), static_cast<int>(r));
+        return kDCN_CUDA_ERROR;
+    }
+    return kDCN_SUCCESS;
+}
+
 struct Ptrs
 {
     void const *x, *offset, *mask, *weight, *bias;
@@ -77,7 +128,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
     }
     else if constexpr (S.nhwc)
     {
-        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA>;
+        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA>;
         T* const xh = static_cast<T*>(q.workspace);
         T* const wp = reinterpret_cast<T*>(static_cast<char*>(q.workspace) + alignUp(size_t(p.n) * p.c * p.h * p.w * sizeof(T)));
         float* const partial = reinterpret_cast<float*>(static_cast<char*>(q.workspace) + nhwcBytes(p));
@@ -98,6 +149,13 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
         DcnStatus s = launchError("prep kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
+        CUtensorMap tmA{};
+        if constexpr (S.tmaA)
+        {
+            s = weightMap(tmA, wp, p, a.kg, S.bm, msg, msgLen);
+            if (s != kDCN_SUCCESS)
+                return s;
+        }
         auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
         s = raiseSmemLimit(kernel, d, configured, msg, msgLen);
         if (s != kDCN_SUCCESS)
@@ -106,7 +164,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
         return kDCN_SUCCESS;
 #endif
         kernel<<<grid, C::THREADS, C::smemBytes(a.kk, a.planSlots), stream>>>(a, xh, static_cast<T const*>(q.offset),
-            static_cast<T const*>(q.mask), wp, static_cast<T const*>(q.bias), static_cast<T*>(q.out), partial);
+            static_cast<T const*>(q.mask), wp, static_cast<T const*>(q.bias), static_cast<T*>(q.out), partial, tmA);
         s = launchError("fused kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS || a.splits == 1)
             return s;
@@ -152,12 +210,15 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
     case 15: return launchTile<T, MK, 15>(p, a, d, q, stream, msg, msgLen);
     case 16: return launchTile<T, MK, 16>(p, a, d, q, stream, msg, msgLen);
     case 17: return launchTile<T, MK, 17>(p, a, d, q, stream, msg, msgLen);
+    case 18: return launchTile<T, MK, 18>(p, a, d, q, stream, msg, msgLen);
+    case 19: return launchTile<T, MK, 19>(p, a, d, q, stream, msg, msgLen);
+    case 20: return launchTile<T, MK, 20>(p, a, d, q, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 18, "launchMath lists every tile");
+static_assert(kTileCount == 21, "launchMath lists every tile");
 
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {

@@ -258,9 +258,11 @@ __device__ __forceinline__ void chunkMma(
         {
             uint32_t af[C::MT][4];
             uint32_t bf[C::NT][2];
+            // Swizzled A (TMA tiles): 16-byte unit u of row r at u ^ (r % 8); r % 8 = lane % 8 here.
+            int const aCol = C::SWZ_A ? ((ks * 2 + (lane >> 4)) ^ (lane & 7)) * 8 : ks * 16 + (lane >> 4) * 8;
 #pragma unroll
             for (int mt = 0; mt < C::MT; ++mt)
-                ldmatrixX4(af[mt], a_s + (mt * 16 + (lane & 15)) * C::LDA + ks * 16 + (lane >> 4) * 8);
+                ldmatrixX4(af[mt], a_s + (mt * 16 + (lane & 15)) * C::LDA + aCol);
 #pragma unroll
             for (int np = 0; np < C::NT / 2; ++np)
             {

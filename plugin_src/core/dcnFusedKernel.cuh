@@ -60,6 +60,7 @@ struct Tile
     static constexpr int MT = WTM / 16;
     static constexpr int NT = WTN / 8;
     static constexpr int LDA = BK + (sizeof(T) == 4 ? 4 : 8); // padded rows: conflict-free fragments
+    static constexpr bool SWZ_A = false; // A rows are padded, not swizzled (see NTile::SWZ_A)
     static constexpr int LDB = BN + 8;
     static constexpr int TPR = PRODUCERS / BK; // producer threads per K row
     static constexpr int PXT = BN / TPR;       // pixels per producer thread

@@ -18,6 +18,7 @@
 
 #include "dcnFusedKernel.cuh"
 #include "dcnFusedNhwcParts.cuh"
+#include "dcnFusedTma.cuh"
 
 #include <type_traits>
 
@@ -26,13 +27,19 @@ namespace dcn
 namespace fused
 {
 
-template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_>
+template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_,
+    bool TMA_A_ = false>
 struct NTile
 {
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int BK = BK_; // one block of BK channels at one kernel point
     static constexpr bool ASYNC_A = ASYNC_A_; // weight tile by cp.async (see dcnFusedTiles.h)
+    // Weight tile by TMA (sm_90, dcnFusedTma.cuh): [BM][BK] rows of 128 bytes with the 128-byte
+    // swizzle (SWZ_A, undone in chunkMma), full when its mbarrier's phase completes.
+    static constexpr bool TMA_A = TMA_A_;
+    static constexpr bool SWZ_A = TMA_A_;
+    static constexpr bool REG_A = !ASYNC_A && !TMA_A; // weight tile through the producers' registers
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -55,13 +62,13 @@ struct NTile
     static constexpr bool PACK16 = std::is_same<T, __half>::value;
 #endif
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
-    static constexpr int LDA = BK + PAD; // sA [BM][LDA]
+    static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
     // Register sets (chunks in flight) per producer thread; the host's planSlots covers PD + 1.
 #ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
     static constexpr int PD = DCN_FUSED_PD;
 #else
-    static constexpr int PD = sizeof(T) == 4 ? 2 : BK > 32 ? (ASYNC_A ? 3 : 2) : (THREADS <= 384 ? 5 : 3);
+    static constexpr int PD = sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
 #endif
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
@@ -73,27 +80,34 @@ struct NTile
     static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
     static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
+    static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
+    // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage.
+    static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + STAGES * sizeof(uint64_t) : 0;
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {
-        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int64_t));
+        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int64_t)) + TMA_EXTRA;
     }
 };
 
 /* out = bias + wp * S over the NHWC input xh (see the file comment). With a.splits > 1, block z
  * = g * splits + split walks only its share of the K chunks and stores FP32 partial sums (no bias)
- * to partial[split][g * mg + m][pixel]; dcnSplitReduceKernel adds them up. */
+ * to partial[split][g * mg + m][pixel]; dcnSplitReduceKernel adds them up. tmA: the tensor map of
+ * wp (C::TMA_A only; rows g * mg + m, columns k'), see launchTile in dcnFused.cu. */
 template <typename T, MathKind MK, class C>
 __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
     T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias,
-    T* __restrict__ out, float* __restrict__ partial)
+    T* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    extern __shared__ __align__(16) unsigned char smem[];
+    extern __shared__ __align__(16) unsigned char smemRaw[];
+    // TMA tiles: the stages start at the next 1024-byte boundary (the swizzle's period).
+    unsigned char* const smem = smemRaw + (C::TMA_A ? (1024u - (smemAddr(smemRaw) & 1023u)) & 1023u : 0u);
     T* const sA = reinterpret_cast<T*>(smem);                          // [STAGES][BM][LDA]
     T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES); // [STAGES][BN][LDB]
     float4* const planW = reinterpret_cast<float4*>(smem + C::STAGES * (C::A_BYTES + C::B_BYTES));
     int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
+    uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN); // TMA: mbarrier of stage s at + 8 s
 
     int const tid = threadIdx.x;
     int const g = static_cast<int>(blockIdx.z) / a.splits;
@@ -104,6 +118,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);
     int const nChunks = static_cast<int>(static_cast<int64_t>(split + 1) * allChunks / a.splits) - kc0;
     constexpr int kAll = C::THREADS;
+    if constexpr (C::TMA_A)
+    {
+        if (tid == 0)
+        {
+            for (int s = 0; s < C::STAGES; ++s)
+                mbarInit(fullA + 8 * s, 1);
+            mbarInitFence();
+        }
+        __syncthreads();
+    }
 
     if (tid >= C::CONSUMERS)
     {
@@ -161,7 +185,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         struct Regs
         {
             uint4 v[C::PXT][4];
-            uint4 av[C::ASYNC_A ? 1 : AIT]; // weight vectors (unused with cp.async)
+            uint4 av[C::REG_A ? AIT : 1]; // weight vectors (register path only)
             uint2 w[C::PACK16 ? C::PXT : 1]; // PACK16: the corner weights, two T pairs
             int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
         };
@@ -182,7 +206,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                         nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
                 }
             }
-            if constexpr (!C::ASYNC_A)
+            if constexpr (C::REG_A)
             {
 #pragma unroll
                 for (int it = 0; it < AIT; ++it)
@@ -230,7 +254,17 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 barSync(2 + C::STAGES + s, kAll); // consumers are done with stage s
             }
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
-            if constexpr (C::ASYNC_A)
+            if constexpr (C::TMA_A)
+            {
+                if (ptid == 0)
+                {
+                    // The barrier above ordered the consumers' reads of stage s before this thread.
+                    fenceProxyAsync();
+                    mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
+                    tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
+                }
+            }
+            else if constexpr (C::ASYNC_A)
             {
                 T const* const src = wBase + static_cast<int64_t>(kc) * C::BK;
 #pragma unroll
@@ -332,6 +366,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     {
         int const s = kc % C::STAGES;
         barSync(2 + s, kAll); // stage s is full
+        if constexpr (C::TMA_A)
+            mbarWait(fullA + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // and its weight tile landed
         T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
         T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
 #ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)

@@ -20,13 +20,14 @@ namespace fused
  * channels), producer warps, pipeline stages; nhwc selects the kernel; bk is the K chunk (channels
  * per chunk in the channel-vectorised kernel: 32 or 64, FP16/BF16 only for 64); asyncA: the
  * producers copy the weight tile with cp.async (L2 -> shared memory, no registers) instead of
- * loads and stores. */
+ * loads and stores; tmaA: the tensor memory accelerator copies it (sm_90+, dcnFusedTma.cuh). */
 struct TileShape
 {
     int bm, bn, warpsM, cw, pw, stages;
     bool nhwc;
     int bk;
     bool asyncA;
+    bool tmaA;
 };
 constexpr TileShape kTiles[] = {
     {128, 64, 4, 8, 8, 4, true, 32, false},   // 0
@@ -47,6 +48,9 @@ constexpr TileShape kTiles[] = {
     {128, 32, 4, 4, 4, 4, true, 32, true},    // 15: tile 5 with cp.async weights
     {256, 64, 4, 8, 8, 3, true, 32, true},    // 16: tile 3 with cp.async weights
     {128, 32, 4, 4, 8, 4, true, 64, true},    // 17: tile 13 with 8 producer warps
+    {128, 64, 2, 4, 8, 4, true, 64, false, true},  // 18: tile 12 with TMA weights (sm_90+)
+    {128, 32, 4, 4, 8, 4, true, 64, false, true},  // 19: tile 17 with TMA weights
+    {256, 64, 4, 8, 8, 3, true, 64, false, true},  // 20: 256 x 64, 64-channel chunks, TMA weights
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 

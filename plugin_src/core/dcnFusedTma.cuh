@@ -1,0 +1,91 @@
+/*
+ * dcnconvert core: the Hopper (sm_90) pieces of the fused kernel's weight path: the tensor memory
+ * accelerator (TMA) copies one weight tile per K chunk from global into shared memory and signals
+ * an mbarrier with the bytes it wrote; the consumers wait on that mbarrier. The producers then no
+ * longer copy weights at all. The tile lands with the 128-byte swizzle (rows of 128 bytes; the
+ * 16-byte unit u of row r sits at unit u ^ (r % 8)), which chunkMma undoes in its ldmatrix
+ * addresses. Internal to plugin_src/core; no TensorRT include.
+ */
+#ifndef DCN_FUSED_TMA_CUH
+#define DCN_FUSED_TMA_CUH
+
+#include <cuda.h> // CUtensorMap (a plain 128-byte struct; no driver call is made from device code)
+#include <stdint.h>
+
+namespace dcn
+{
+namespace fused
+{
+
+/* Every helper is empty below sm_90; the host never launches a TMA tile there
+ * (unsupportedReason in dcnFusedChoice.cu). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DCN_TMA_DEVICE 1
+#endif
+
+__device__ __forceinline__ void mbarInit(uint32_t bar, uint32_t count)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+
+/* Makes the initialised mbarriers visible to the async proxy (the TMA unit) before first use. */
+__device__ __forceinline__ void mbarInitFence()
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+/* Orders this thread's earlier generic-proxy shared-memory accesses (the barrier that it passed
+ * made the consumers' ldmatrix reads of the stage visible to it) before later TMA writes. */
+__device__ __forceinline__ void fenceProxyAsync()
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+/* This thread's arrival on `bar`, announcing `bytes` that an asynchronous copy will complete. */
+__device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, uint32_t bytes)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+
+/* Blocks until the phase of `bar` with the given parity has completed. */
+__device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile(
+        "{\n\t"
+        ".reg .pred done;\n"
+        "DCN_MBAR_WAIT:\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra DCN_MBAR_WAIT;\n\t"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}
+
+/* The box of `map` at (c0 innermost, c1) into shared memory at `dst` (1024-byte aligned for the
+ * 128-byte swizzle); completes `bytes` (the whole box, zero-filled past the tensor's end) on `bar`.
+ * `map` is the address of a __grid_constant__ kernel parameter. */
+__device__ __forceinline__ void tmaLoad2d(uint32_t dst, CUtensorMap const* map, int c0, int c1, uint32_t bar)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+            dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+#endif
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_TMA_CUH
