@@ -85,7 +85,7 @@ def test_make_core_embeds_every_architecture(built_lib: Path) -> None:
         [tool, "--list-elf", "--list-ptx", str(built_lib)], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90"):
+    for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90a"):  # sm_90 is built as sm_90a
         assert f".{arch}." in proc.stdout, f"no {arch} code in the core:\n{proc.stdout}"
     assert "sm_90.ptx" in proc.stdout or "compute_90" in proc.stdout, proc.stdout
 
@@ -252,7 +252,7 @@ def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     """dcnFusedChoice (host only): what AUTO runs on an H200 (132 SMs, 227 KiB, sm_90)."""
-    tma = {18, 19, 20}  # weight tiles by TMA: sm_90+ (plugin_src/core/dcnFusedTiles.h)
+    tma = {18, 19, 20, 21}  # weight tiles by TMA: sm_90+ (plugin_src/core/dcnFusedTiles.h)
     fp16_only = {10, 11, 12, 13, 17} | tma  # 64-channel K chunks
     nchw = {8, 9}
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
@@ -261,6 +261,10 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     a100 = (108, 166912, 8)
     tile, splits = core.fused_choice(r50c4, device=a100, lib=lib)
     assert tile not in tma | nchw, (tile, splits)
+    bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    assert core.fused_choice(bev, lib=lib) == (21, 1)  # 256 x 64 with warpgroup MMAs: 9.x only
+    tile, splits = core.fused_choice(bev, device=(148, 232448, 10), lib=lib)
+    assert tile in tma and tile != 21, (tile, splits)
     dla = core.make_params(
         (1, 512, 16, 16), (256, 512, 3, 3), padding=(1, 1), with_bias=True, dtype=core.FLOAT16
     )

@@ -415,6 +415,13 @@ def device_has_tma() -> bool:
     return int(cupy.cuda.Device().compute_capability) >= 90
 
 
+def device_has_wgmma() -> bool:
+    """Compute capability 9.x: the fused kernel's warpgroup-MMA tiles run (sm_90a code)."""
+    import cupy
+
+    return int(cupy.cuda.Device().compute_capability) // 10 == 9
+
+
 # ----------------------------------------------------------------------------------------------
 # tests
 

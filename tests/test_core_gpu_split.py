@@ -17,6 +17,7 @@ from test_core_gpu import (
     check_close,
     device_has_fused,
     device_has_tma,
+    device_has_wgmma,
     ensure_core_built,
     inputs_refs,
     record_summary,
@@ -33,10 +34,12 @@ SPLIT_CASES: list[Case] = [
     Case("s_g2_dg4_nonsq", 1, 256, 10, 13, 160, (3, 3), (1, 2), (1, 1), (2, 1), group=2, dg=4, off_scale=3.0),
 ]
 # 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only), the
-# 128 x 32 tile with 8 producer warps, and the TMA tiles (sm_90+; plugin_src/core/dcnFusedTiles.h).
-SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20)
-FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20})
-TMA_TILES = frozenset({18, 19, 20})
+# 128 x 32 tile with 8 producer warps, the TMA tiles (sm_90+) and the warpgroup-MMA tile (9.x;
+# plugin_src/core/dcnFusedTiles.h).
+SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20, 21)
+FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20, 21})
+TMA_TILES = frozenset({18, 19, 20, 21})
+WGMMA_TILES = frozenset({21})  # compute capability 9.x only
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,11 @@ def need_fused():
 def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: Case, dtype: str) -> None:
     inputs, ref, absref = inputs_refs(case, dtype)
     for tile in SPLIT_TILES:
-        if (dtype == "float32" and tile in FP16_ONLY_TILES) or (tile in TMA_TILES and not device_has_tma()):
+        if (
+            (dtype == "float32" and tile in FP16_ONLY_TILES)
+            or (tile in TMA_TILES and not device_has_tma())
+            or (tile in WGMMA_TILES and not device_has_wgmma())
+        ):
             continue
         ran = []
         for splits in range(1, core.MAX_SPLITS + 1):

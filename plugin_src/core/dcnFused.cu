@@ -128,7 +128,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
     }
     else if constexpr (S.nhwc)
     {
-        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA>;
+        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma>;
         T* const xh = static_cast<T*>(q.workspace);
         T* const wp = reinterpret_cast<T*>(static_cast<char*>(q.workspace) + alignUp(size_t(p.n) * p.c * p.h * p.w * sizeof(T)));
         float* const partial = reinterpret_cast<float*>(static_cast<char*>(q.workspace) + nhwcBytes(p));
@@ -213,12 +213,13 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
     case 18: return launchTile<T, MK, 18>(p, a, d, q, stream, msg, msgLen);
     case 19: return launchTile<T, MK, 19>(p, a, d, q, stream, msg, msgLen);
     case 20: return launchTile<T, MK, 20>(p, a, d, q, stream, msg, msgLen);
+    case 21: return launchTile<T, MK, 21>(p, a, d, q, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 21, "launchMath lists every tile");
+static_assert(kTileCount == 22, "launchMath lists every tile");
 
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {

@@ -172,10 +172,11 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
 }
 
 /* Epilogue of both fused kernels: bias in FP32, one rounding to T, NCHW stores. acc is the warp's
- * MT x NT grid of m16n8 accumulator fragments at channels m0 + wm*WTM, pixels p0 + wn*WTN. */
+ * MT x NT grid of m16n8 accumulator fragments: fragment (mt, nt) at channels m0 + wRow + mt *
+ * MT_STRIDE (16 for warp MMAs, 64 for warpgroup MMAs), pixels p0 + wn*WTN + nt*8. */
 template <typename T, class C>
 __device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
-    T const* __restrict__ bias, T* __restrict__ out, int64_t p0, int m0, int g, int wm, int wn, int gq, int tq)
+    T const* __restrict__ bias, T* __restrict__ out, int64_t p0, int m0, int g, int wRow, int wn, int gq, int tq)
 {
     int64_t colOut[C::NT][2];
 #pragma unroll
@@ -199,7 +200,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
         {
-            int const m = m0 + wm * C::WTM + mt * 16 + gq + 8 * h;
+            int const m = m0 + wRow + mt * C::MT_STRIDE + gq + 8 * h;
             if (m >= a.mg)
                 continue;
             int64_t const co = static_cast<int64_t>(g) * a.mg + m;
@@ -220,14 +221,14 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)
  * images in a row; dcnSplitReduceKernel finishes them). */
 template <class C>
 __device__ __forceinline__ void storePartial(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
-    float* __restrict__ part, int64_t p0, int m0, int g, int wm, int wn, int gq, int tq)
+    float* __restrict__ part, int64_t p0, int m0, int g, int wRow, int wn, int gq, int tq)
 {
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
         {
-            int const m = m0 + wm * C::WTM + mt * 16 + gq + 8 * h;
+            int const m = m0 + wRow + mt * C::MT_STRIDE + gq + 8 * h;
             if (m >= a.mg)
                 continue;
             float* const row = part + (static_cast<int64_t>(g) * a.mg + m) * a.pixels;

@@ -61,6 +61,7 @@ struct Tile
     static constexpr int NT = WTN / 8;
     static constexpr int LDA = BK + (sizeof(T) == 4 ? 4 : 8); // padded rows: conflict-free fragments
     static constexpr bool SWZ_A = false; // A rows are padded, not swizzled (see NTile::SWZ_A)
+    static constexpr int MT_STRIDE = 16; // rows between a warp's 16-row MMA tiles
     static constexpr int LDB = BN + 8;
     static constexpr int TPR = PRODUCERS / BK; // producer threads per K row
     static constexpr int PXT = BN / TPR;       // pixels per producer thread
@@ -299,7 +300,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
         }
     }
 
-    storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm, wn, gq, tq);
+    storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm * C::WTM, wn, gq, tq);
 #endif
 }
 

@@ -12,11 +12,15 @@
  * one 16-byte store into the K-contiguous B
  * tile [BN][BK + pad], which the consumers read with ldmatrix (non-transposed). The 4 (FP32: 8)
  * tasks of a pixel sit in neighbouring lanes and read 64 (128) contiguous bytes per corner.
+ * On sm_90 the TMA tiles load the weight tile with the tensor memory accelerator instead
+ * (dcnFusedTma.cuh), and the warpgroup tiles multiply with wgmma from swizzled stages
+ * (dcnFusedWgmma.cuh, dcnFusedNhwcConsumers.cuh).
  */
 #ifndef DCN_FUSED_NHWC_CUH
 #define DCN_FUSED_NHWC_CUH
 
 #include "dcnFusedKernel.cuh"
+#include "dcnFusedNhwcConsumers.cuh"
 #include "dcnFusedNhwcParts.cuh"
 #include "dcnFusedTma.cuh"
 
@@ -28,7 +32,7 @@ namespace fused
 {
 
 template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_,
-    bool TMA_A_ = false>
+    bool TMA_A_ = false, bool WG_ = false>
 struct NTile
 {
     static constexpr int BM = BM_;
@@ -40,6 +44,12 @@ struct NTile
     static constexpr bool TMA_A = TMA_A_;
     static constexpr bool SWZ_A = TMA_A_;
     static constexpr bool REG_A = !ASYNC_A && !TMA_A; // weight tile through the producers' registers
+    // Warpgroup MMAs (sm_90a, dcnFusedWgmma.cuh): each group of 4 consumer warps owns BM / CWG rows
+    // (MT m64 slices) x all BN pixels; the B tile is swizzled like A (SWZ_B).
+    static constexpr bool WG = WG_;
+    static constexpr bool SWZ_B = WG_;
+    static constexpr int CWG = CW_ / 4;
+    static constexpr int MT_STRIDE = WG_ ? 64 : 16;
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -63,7 +73,7 @@ struct NTile
 #endif
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
-    static constexpr int LDB = BK + PAD; // sB [BN][LDB] (K contiguous)
+    static constexpr int LDB = SWZ_B ? BK : BK + PAD; // sB [BN][LDB] (K contiguous)
     // Register sets (chunks in flight) per producer thread; the host's planSlots covers PD + 1.
 #ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
     static constexpr int PD = DCN_FUSED_PD;
@@ -81,6 +91,8 @@ struct NTile
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
     static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
+    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 32 || BN == 64) && BM == CWG * MT * 64
+                             && B_BYTES % 1024 == 0), "warpgroup tile");
     // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage.
     static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + STAGES * sizeof(uint64_t) : 0;
 
@@ -170,7 +182,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             int const task = ptid + j * C::PRODUCERS;
             bPix[j] = task / C::TPP;
             int const lane = (task - bPix[j] * C::TPP) * C::VEC;
-            bDst[j] = smemAddr(sB + bPix[j] * C::LDB + lane);
+            // SWZ_B: 16-byte unit u of pixel row r at unit u ^ (r % 8), as the wgmma descriptor reads it.
+            int const col = C::SWZ_B ? ((lane / C::VEC) ^ (bPix[j] & 7)) * C::VEC : lane;
+            bDst[j] = smemAddr(sB + bPix[j] * C::LDB + col);
             xLane[j] = xh + cIn + lane;
         }
         int64_t const rowStride = static_cast<int64_t>(a.w) * a.c;
@@ -311,6 +325,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             }
             else
             {
+                if constexpr (C::WG)
+                    fenceProxyAsync(); // this thread's B stores, before the MMAs read them (async proxy)
                 barArrive(2 + s, kAll); // stage s is full
             }
         };
@@ -347,41 +363,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     }
 
     // ---------------------------------------------------------------------- consumers
-    int const wid = tid >> 5;
-    int const lane = tid & 31;
-    int const wm = wid / C::WARPS_N;
-    int const wn = wid - wm * C::WARPS_N;
-    int const gq = lane >> 2;
-    int const tq = lane & 3;
-    float acc[C::MT][C::NT][4];
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-                acc[mt][nt][q] = 0.0f;
-
-    for (int kc = 0; kc < nChunks; ++kc)
-    {
-        int const s = kc % C::STAGES;
-        barSync(2 + s, kAll); // stage s is full
-        if constexpr (C::TMA_A)
-            mbarWait(fullA + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // and its weight tile landed
-        T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
-        T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
-#ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
-        chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);
-#endif
-        if (kc + C::STAGES < nChunks)
-        {
-            barArrive(2 + C::STAGES + s, kAll); // stage s may be refilled
-        }
-    }
-    if (a.splits > 1)
-        storePartial<C>(a, acc, partial + static_cast<int64_t>(split) * a.cout * a.pixels, p0, m0, g, wm, wn, gq, tq);
-    else
-        storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm, wn, gq, tq);
+    nhwcConsumers<T, MK, C>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial);
 #endif
 }
 

@@ -20,7 +20,9 @@ namespace fused
  * channels), producer warps, pipeline stages; nhwc selects the kernel; bk is the K chunk (channels
  * per chunk in the channel-vectorised kernel: 32 or 64, FP16/BF16 only for 64); asyncA: the
  * producers copy the weight tile with cp.async (L2 -> shared memory, no registers) instead of
- * loads and stores; tmaA: the tensor memory accelerator copies it (sm_90+, dcnFusedTma.cuh). */
+ * loads and stores; tmaA: the tensor memory accelerator copies it (sm_90+, dcnFusedTma.cuh);
+ * wgmma: warpgroup MMAs from shared memory (compute capability 9.x, sm_90a code, dcnFusedWgmma.cuh;
+ * warpsM = cw). */
 struct TileShape
 {
     int bm, bn, warpsM, cw, pw, stages;
@@ -28,6 +30,7 @@ struct TileShape
     int bk;
     bool asyncA;
     bool tmaA;
+    bool wgmma;
 };
 constexpr TileShape kTiles[] = {
     {128, 64, 4, 8, 8, 4, true, 32, false},   // 0
@@ -51,6 +54,7 @@ constexpr TileShape kTiles[] = {
     {128, 64, 2, 4, 8, 4, true, 64, false, true},  // 18: tile 12 with TMA weights (sm_90+)
     {128, 32, 4, 4, 8, 4, true, 64, false, true},  // 19: tile 17 with TMA weights
     {256, 64, 4, 8, 8, 3, true, 64, false, true},  // 20: 256 x 64, 64-channel chunks, TMA weights
+    {256, 64, 8, 8, 8, 3, true, 64, false, true, true}, // 21: tile 20 with warpgroup MMAs (sm_90a)
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
