@@ -106,6 +106,36 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
     return kDCN_SUCCESS;
 }
 
+/* Launch on `stream`; with pdl, as a programmatic dependent launch (sm_90: the kernel may start
+ * while the previous one finishes, and waits for it with griddepcontrol.wait where it reads its
+ * outputs; dcnFusedTma.cuh). */
+template <typename... KArgs, typename... Args>
+cudaError_t launchEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+    Args... args)
+{
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+DcnStatus launchStatus(cudaError_t err, char const* what, DcnParams const& p, int tile, char* msg, size_t msgLen)
+{
+    if (err == cudaSuccess)
+        return launchError(what, p, tile, msg, msgLen);
+    (void) cudaGetLastError();
+    setMsg(msg, msgLen, "launch of the %s (%s, tile %d: %d x %d) failed: %s (%s)", what, dtypeName(p.dtype), tile,
+        kTiles[tile].bm, kTiles[tile].bn, cudaGetErrorName(err), cudaGetErrorString(err));
+    return kDCN_CUDA_ERROR;
+}
+
 struct Ptrs
 {
     void const *x, *offset, *mask, *weight, *bias;
@@ -163,14 +193,19 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
 #ifdef DCN_FUSED_PREP_ONLY // experiments: time the prep kernel alone
         return kDCN_SUCCESS;
 #endif
-        kernel<<<grid, C::THREADS, C::smemBytes(a.kk, a.planSlots), stream>>>(a, xh, static_cast<T const*>(q.offset),
-            static_cast<T const*>(q.mask), wp, static_cast<T const*>(q.bias), static_cast<T*>(q.out), partial, tmA);
-        s = launchError("fused kernel", p, TILE, msg, msgLen);
+#ifdef DCN_FUSED_NO_PDL // experiments: plain stream order between the kernels of a call
+        bool const pdl = false;
+#else
+        bool const pdl = d.ccMajor >= 9;
+#endif
+        cudaError_t err = launchEx(pdl, kernel, grid, dim3(C::THREADS), C::smemBytes(a.kk, a.planSlots), stream, a, xh,
+            q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
+        s = launchStatus(err, "fused kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS || a.splits == 1)
             return s;
         dim3 const rgrid(static_cast<unsigned>((a.pixels + 255) / 256), static_cast<unsigned>(p.cout));
-        dcnSplitReduceKernel<T><<<rgrid, 256, 0, stream>>>(a, partial, static_cast<T const*>(q.bias), static_cast<T*>(q.out));
-        return launchError("split-K reduction", p, TILE, msg, msgLen);
+        err = launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, a, partial, q.bias, q.out);
+        return launchStatus(err, "split-K reduction", p, TILE, msg, msgLen);
     }
     else
     {

@@ -29,6 +29,7 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
 {
     __shared__ T tile[kPrepTile][kPrepTile + 1];
     __shared__ __align__(16) T seg[kPrepSegment];
+    gridDependencyTrigger(); // the fused kernel may start its sampling plans (sm_90, dcnFused.cu)
     int64_t const b = blockIdx.x;
     if (b < xBlocks)
     {
@@ -147,6 +148,7 @@ template <typename T>
 __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, float const* __restrict__ partial,
     T const* __restrict__ bias, T* __restrict__ out)
 {
+    gridDependencyWait(); // the partial sums are complete (programmatic dependent launch, sm_90)
     int64_t const p = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
     if (p >= a.pixels)
         return;

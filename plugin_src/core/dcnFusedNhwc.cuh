@@ -122,6 +122,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN); // TMA: mbarrier of stage s at + 8 s
 
     int const tid = threadIdx.x;
+    gridDependencyTrigger(); // the split-K reduction may be scheduled (it waits for this grid)
     int const g = static_cast<int>(blockIdx.z) / a.splits;
     int const split = static_cast<int>(blockIdx.z) - g * a.splits;
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * C::BN;
@@ -203,7 +204,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             uint2 w[C::PACK16 ? C::PXT : 1]; // PACK16: the corner weights, two T pairs
             int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
         };
-        auto prepare = [&](Regs& R) {
+        // The sampling plan of the next chunk's deformable group (built when that group changes).
+        auto ensurePlan = [&]() {
             if (planned < 0 || (kp == 0 && a.deformableGroups > 1))
             {
                 int const dg = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) : 0;
@@ -220,6 +222,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                         nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
                 }
             }
+        };
+        auto prepare = [&](Regs& R) {
+            ensurePlan();
             if constexpr (C::REG_A)
             {
 #pragma unroll
@@ -330,6 +335,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 barArrive(2 + s, kAll); // stage s is full
             }
         };
+        // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it
+        // overlaps the prep kernel, whose outputs (xh, wp) are read only after this wait.
+        if (nChunks > 0)
+            ensurePlan();
+        gridDependencyWait();
         // A ring of PD register sets: chunk kc + PD - 1 is loading while chunk kc is finished.
         Regs ring[C::PD];
 #pragma unroll

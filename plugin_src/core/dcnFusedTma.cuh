@@ -85,6 +85,22 @@ __device__ __forceinline__ void tmaLoad2d(uint32_t dst, CUtensorMap const* map, 
 #endif
 }
 
+/* Programmatic dependent launch (sm_90): the dependent kernel may start before this one ends
+ * (trigger), and waits for it to complete and flush its memory where it reads its outputs (wait).
+ * Both are no-ops when the launch did not ask for it, and below sm_90. */
+__device__ __forceinline__ void gridDependencyTrigger()
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void gridDependencyWait()
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 } // namespace fused
 } // namespace dcn
 
