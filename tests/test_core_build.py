@@ -252,8 +252,8 @@ def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     """dcnFusedChoice (host only): what AUTO runs on an H200 (132 SMs, 227 KiB, sm_90)."""
-    tma = {18, 19, 20, 21}  # weight tiles by TMA: sm_90+ (plugin_src/core/dcnFusedTiles.h)
-    fp16_only = {10, 11, 12, 13, 17} | tma  # 64-channel K chunks
+    tma = {18, 19, 20, 21, 22, 23}  # weight tiles by TMA: sm_90+ (plugin_src/core/dcnFusedTiles.h)
+    fp16_only = {10, 11, 12, 13, 17, 18, 19, 20, 21}  # 64-channel K chunks
     nchw = {8, 9}
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     tile, splits = core.fused_choice(r50c4, lib=lib)
@@ -273,6 +273,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     r50c4.dtype = core.FLOAT32
     tile, splits = core.fused_choice(r50c4, lib=lib)
     assert tile not in fp16_only | nchw, tile
+    assert tile in {22, 23}, tile  # FP32 weight rows by TMA (128 bytes per 32-channel chunk)
     odd = core.make_params((2, 48, 20, 20), (40, 48, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     tile, splits = core.fused_choice(odd, lib=lib)
     assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32

@@ -100,6 +100,7 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
                 "divisible by 64",
                 "FP16/BF16 only",
                 "capability 9.",  # TMA and warpgroup-MMA tiles
+                "FP32 only",  # 32-channel TMA tiles
             )
             assert any(r in str(exc) for r in reasons), str(exc)
             continue

@@ -79,8 +79,8 @@ EncodeTiledFn encodeTiled()
     return fn;
 }
 
-/* The tensor map of the permuted weights wp ([cout][kg] elements of 2 bytes, rows of a group
- * consecutive) for TMA tiles: boxes of 64 columns x `rows` rows, 128-byte swizzle, zeros past the
+/* The tensor map of the permuted weights wp ([cout][kg] elements, rows of a group consecutive)
+ * for TMA tiles: boxes of 128 bytes (one K chunk) x `rows` rows, 128-byte swizzle, zeros past the
  * last row. */
 DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, int rows, char* msg, size_t msgLen)
 {
@@ -90,11 +90,13 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
         setMsg(msg, msgLen, "fused kernel: the driver has no cuTensorMapEncodeTiled, which the TMA tiles need");
         return kDCN_UNSUPPORTED;
     }
+    size_t const elem = elemBytes(p); // 128-byte rows: 64 two-byte or 32 four-byte elements
     cuuint64_t const dims[2] = {static_cast<cuuint64_t>(kg), static_cast<cuuint64_t>(p.cout)};
-    cuuint64_t const strides[1] = {static_cast<cuuint64_t>(kg) * 2};
-    cuuint32_t const box[2] = {64, static_cast<cuuint32_t>(rows)};
+    cuuint64_t const strides[1] = {static_cast<cuuint64_t>(kg) * elem};
+    cuuint32_t const box[2] = {static_cast<cuuint32_t>(128 / elem), static_cast<cuuint32_t>(rows)};
     cuuint32_t const elementStrides[2] = {1, 1};
-    CUresult const r = fn(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, wp, dims, strides, box, elementStrides,
+    CUresult const r = fn(&map, elem == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, wp,
+        dims, strides, box, elementStrides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
@@ -154,6 +156,11 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
     if constexpr (S.nhwc && S.bk > 32 && sizeof(T) == 4)
     {
         setMsg(msg, msgLen, "fused kernel: tile %d has 64-channel chunks, which take FP16/BF16 only", TILE);
+        return kDCN_UNSUPPORTED;
+    }
+    else if constexpr (S.tmaA && S.bk * sizeof(T) != 128)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %d copies 128-byte weight rows by TMA, which take FP32 only", TILE);
         return kDCN_UNSUPPORTED;
     }
     else if constexpr (S.nhwc)
@@ -249,12 +256,14 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
     case 19: return launchTile<T, MK, 19>(p, a, d, q, stream, msg, msgLen);
     case 20: return launchTile<T, MK, 20>(p, a, d, q, stream, msg, msgLen);
     case 21: return launchTile<T, MK, 21>(p, a, d, q, stream, msg, msgLen);
+    case 22: return launchTile<T, MK, 22>(p, a, d, q, stream, msg, msgLen);
+    case 23: return launchTile<T, MK, 23>(p, a, d, q, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 22, "launchMath lists every tile");
+static_assert(kTileCount == 24, "launchMath lists every tile");
 
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {

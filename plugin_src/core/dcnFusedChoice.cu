@@ -147,6 +147,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
                 : "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64";
         if (kTiles[tile].bk > 32 && p.dtype == kDCN_FLOAT32)
             return "the 64-channel-chunk tiles take FP16/BF16 only";
+        if (kTiles[tile].tmaA && kTiles[tile].bk == 32 && p.dtype != kDCN_FLOAT32)
+            return "the 32-channel TMA tiles copy 128-byte weight rows, which take FP32 only";
         if (kTiles[tile].tmaA && d.ccMajor < 9)
             return "the TMA tiles need compute capability 9.0 or newer";
         if (kTiles[tile].wgmma && d.ccMajor != 9)
@@ -172,8 +174,8 @@ namespace
 int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
 {
     int64_t const mg = p.cout / p.group;
-    int const all[] = {18, 12, 10, 7, 19, 13, 11, 5, 4, 14, 15, 16, 17, 21, 20, 0, 3, 1, 2, 6, mg <= 64 ? 9 : 8,
-        mg <= 64 ? 8 : 9};
+    int const all[] = {18, 12, 10, 22, 7, 19, 13, 11, 23, 5, 4, 14, 15, 16, 17, 21, 20, 0, 3, 1, 2, 6,
+        mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
     for (int t : all)
@@ -188,13 +190,14 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
 float chunkWeight(int tile, DcnParams const& p)
 {
     bool const fp32 = p.dtype == kDCN_FLOAT32;
+    bool const tf32 = fp32 && p.math == kDCN_MATH_TF32; // else FP32 is 3xTF32, bound by its consumers
     int64_t const mg = p.cout / p.group;
     if ((kTiles[tile].asyncA || kTiles[tile].tmaA) && kTiles[tile].bm > mg)
         return 0.0f;
     switch (tile)
     {
     case 7: return 1.0f;
-    case 5: return fp32 ? 0.6f : 0.82f;
+    case 5: return tf32 ? 0.72f : fp32 ? 0.45f : 0.82f; // FP32: refitted in session 5
     case 4: return mg > 64 ? 0.0f : fp32 ? 0.6f : 0.8f;
     case 10: return fp32 ? 0.0f : 0.83f; // 64-channel chunks: FP16/BF16 only
     case 11: return fp32 ? 0.0f : 0.67f;
@@ -212,6 +215,10 @@ float chunkWeight(int tile, DcnParams const& p)
     // Tile 20 with warpgroup MMAs: 0-4% faster in FP16, 7-10% in BF16 (BEV-c4, DBNet-c4, OCD-l4);
     // on tiles 18 and 19 they measured no gain and were not kept (docs/fused_kernel_notes.md).
     case 21: return 1.05f;
+    // Tiles 7 and 5 with TMA weights (FP32 only): 4-16% faster than them (session 5, R50-c3/c4/c5,
+    // BEV-c4, DBNet-c4, OCD-l4).
+    case 22: return tf32 ? 0.86f : fp32 ? 0.93f : 0.0f;
+    case 23: return tf32 ? 0.43f : fp32 ? 0.43f : 0.0f;
     default: return 0.0f;
     }
 }

@@ -297,11 +297,14 @@ __device__ __forceinline__ void chunkMma(
             uint32_t aSmall[C::MT][4];
             uint32_t bBig[C::NT][2];
             uint32_t bSmall[C::NT][2];
+            // Swizzled A (TMA tiles): unit (4 floats) u of row r at u ^ (r % 8); r % 8 = gq here.
+            int const c0 = C::SWZ_A ? ((2 * ks) ^ gq) * 4 + tq : ks * 8 + tq;
+            int const c1 = C::SWZ_A ? ((2 * ks + 1) ^ gq) * 4 + tq : ks * 8 + tq + 4;
 #pragma unroll
             for (int mt = 0; mt < C::MT; ++mt)
             {
-                float const* const r0 = fa + (mt * 16 + gq) * C::LDA + ks * 8 + tq;
-                float const av[4] = {r0[0], r0[8 * C::LDA], r0[4], r0[8 * C::LDA + 4]};
+                float const* const r0 = fa + (mt * 16 + gq) * C::LDA;
+                float const av[4] = {r0[c0], r0[8 * C::LDA + c0], r0[c1], r0[8 * C::LDA + c1]};
 #pragma unroll
                 for (int q = 0; q < 4; ++q)
                 {

@@ -55,6 +55,8 @@ constexpr TileShape kTiles[] = {
     {128, 32, 4, 4, 8, 4, true, 64, false, true},  // 19: tile 17 with TMA weights
     {256, 64, 4, 8, 8, 3, true, 64, false, true},  // 20: 256 x 64, 64-channel chunks, TMA weights
     {256, 64, 8, 8, 8, 3, true, 64, false, true, true}, // 21: tile 20 with warpgroup MMAs (sm_90a)
+    {128, 64, 2, 4, 8, 4, true, 32, false, true},  // 22: tile 7 with TMA weights (FP32: 128-byte rows)
+    {128, 32, 4, 4, 4, 4, true, 32, false, true},  // 23: tile 5 with TMA weights (FP32)
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
