@@ -212,7 +212,7 @@ float chunkWeight(int tile, DcnParams const& p)
     case 18: return 0.72f;
     case 19: return 0.49f;
     case 20: return 1.1f;
-    // Tile 20 with warpgroup MMAs: 0-4% faster in FP16, 7-10% in BF16 (BEV-c4, DBNet-c4, OCD-l4);
+    // Tile 20 with warpgroup MMAs: 0-4% faster in FP16, 6-9% in BF16 (BEV-c4, DBNet-c4, OCD-l4);
     // on tiles 18 and 19 they measured no gain and were not kept (docs/fused_kernel_notes.md).
     case 21: return 1.05f;
     // Tiles 7 and 5 with TMA weights (FP32 only): 4-16% faster than them (session 5, R50-c3/c4/c5,
