@@ -171,6 +171,19 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
     }
 }
 
+/* f(v) for every accumulator v of a warp's MT x NT grid of m16n8 fragments (both fused kernels). */
+template <class C, class F>
+__device__ __forceinline__ void eachAcc(float (&acc)[C::MT][C::NT][4], F f)
+{
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                f(acc[mt][nt][q]);
+}
+
 /* Epilogue of both fused kernels: bias in FP32, one rounding to T, NCHW stores. acc is the warp's
  * MT x NT grid of m16n8 accumulator fragments: fragment (mt, nt) at channels m0 + wRow + mt *
  * MT_STRIDE (16 for warp MMAs, 64 for warpgroup MMAs), pixels p0 + wn*WTN + nt*8. */

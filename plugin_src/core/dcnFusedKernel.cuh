@@ -279,13 +279,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
     int const gq = lane >> 2; // "groupID" of the MMA fragment layouts
     int const tq = lane & 3;
     float acc[C::MT][C::NT][4];
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-                acc[mt][nt][q] = 0.0f;
+    eachAcc<C>(acc, [](float& v) { v = 0.0f; });
 
     for (int kc = 0; kc < nChunks; ++kc)
     {

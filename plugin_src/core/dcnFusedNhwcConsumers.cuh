@@ -31,13 +31,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     int const gq = lane >> 2;
     int const tq = lane & 3;
     float acc[C::MT][C::NT][4];
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-                acc[mt][nt][q] = 0.0f;
+    eachAcc<C>(acc, [](float& v) { v = 0.0f; });
 
     int wRow = wm * C::WTM; // the warp's first row in the tile
     if constexpr (C::WG)
@@ -68,13 +62,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 barArrive(2 + C::STAGES + (kc - 1) % C::STAGES, kAll);
         }
         wgmmaWait<0>();
-#pragma unroll
-        for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    wgmmaFenceOperand(acc[mt][nt][q]);
+        eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
     }
     else
     {

@@ -68,82 +68,46 @@ __device__ __forceinline__ void wgmmaFenceOperand(float& r)
 }
 
 /* d (N / 2 FP32 registers per thread, the m64nN accumulator fragment) += A (64 x 16) * B (16 x N),
- * both from shared memory. */
+ * both from shared memory. Defined for N = 64 (the warpgroup tile is 64 pixels wide). */
 template <typename T, int N>
 __device__ __forceinline__ void wgmmaAsync(float* d, uint64_t descA, uint64_t descB);
 
-template <>
-__device__ __forceinline__ void wgmmaAsync<__half, 32>(float* d, uint64_t descA, uint64_t descB)
-{
 #ifdef DCN_WGMMA_DEVICE
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, p, 1, 1, 0, 0;\n\t}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(descA), "l"(descB), "n"(1));
+#define DCN_WGMMA_M64N64K16(T, PTX_TYPE)                                                                \
+    template <>                                                                                         \
+    __device__ __forceinline__ void wgmmaAsync<T, 64>(float* d, uint64_t descA, uint64_t descB)         \
+    {                                                                                                   \
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"                                 \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX_TYPE "." PTX_TYPE " "            \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, "                                                \
+                     "%8, %9, %10, %11, %12, %13, %14, %15, "                                           \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, "                                         \
+                     "%24, %25, %26, %27, %28, %29, %30, %31}, "                                        \
+                     "%32, %33, p, 1, 1, 0, 0;\n\t}"                                                    \
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),                                  \
+                       "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                                  \
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),                                \
+                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                              \
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),                              \
+                       "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                              \
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),                              \
+                       "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                               \
+                     : "l"(descA), "l"(descB), "n"(1));                                                 \
+    }
 #else
-    (void)d;
-    (void)descA;
-    (void)descB;
-    DCN_WGMMA_MISSING();
+#define DCN_WGMMA_M64N64K16(T, PTX_TYPE)                                                                \
+    template <>                                                                                         \
+    __device__ __forceinline__ void wgmmaAsync<T, 64>(float* d, uint64_t descA, uint64_t descB)         \
+    {                                                                                                   \
+        (void)d;                                                                                        \
+        (void)descA;                                                                                    \
+        (void)descB;                                                                                    \
+        DCN_WGMMA_MISSING();                                                                            \
+    }
 #endif
-}
-template <>
-__device__ __forceinline__ void wgmmaAsync<__nv_bfloat16, 32>(float* d, uint64_t descA, uint64_t descB)
-{
-#ifdef DCN_WGMMA_DEVICE
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, p, 1, 1, 0, 0;\n\t}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(descA), "l"(descB), "n"(1));
-#else
-    (void)d;
-    (void)descA;
-    (void)descB;
-    DCN_WGMMA_MISSING();
-#endif
-}
-template <>
-__device__ __forceinline__ void wgmmaAsync<__half, 64>(float* d, uint64_t descA, uint64_t descB)
-{
-#ifdef DCN_WGMMA_DEVICE
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n\t}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(descA), "l"(descB), "n"(1));
-#else
-    (void)d;
-    (void)descA;
-    (void)descB;
-    DCN_WGMMA_MISSING();
-#endif
-}
-template <>
-__device__ __forceinline__ void wgmmaAsync<__nv_bfloat16, 64>(float* d, uint64_t descA, uint64_t descB)
-{
-#ifdef DCN_WGMMA_DEVICE
-    asm volatile(
-        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, 0;\n\t}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(descA), "l"(descB), "n"(1));
-#else
-    (void)d;
-    (void)descA;
-    (void)descB;
-    DCN_WGMMA_MISSING();
-#endif
-}
+DCN_WGMMA_M64N64K16(__half, "f16")
+DCN_WGMMA_M64N64K16(__nv_bfloat16, "bf16")
+#undef DCN_WGMMA_M64N64K16
 
 } // namespace fused
 } // namespace dcn
