@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert._core_fused import H200_DEVICE
 from dcnconvert.errors import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -338,3 +339,37 @@ def test_forward_without_gpu_reports_a_cuda_error(lib: ctypes.CDLL) -> None:
         status = lib.dcnForward(ctypes.byref(p), fake, fake, fake, fake, fake, fake, None, 0, None, buf, 512)
         assert status == core.CUDA_ERROR, buf.value
         assert expected in buf.value, buf.value
+
+
+def _build_variant(tmp_path: Path, archs: str, ptx: str) -> ctypes.CDLL:
+    nvcc = _nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found on PATH (set NVCC): the CUDA core cannot be compiled here")
+    proc = subprocess.run(
+        ["make", "-C", str(REPO / "plugin_src"), "core", f"BUILD_DIR={tmp_path}", f"NVCC={nvcc}"]
+        + [f"CUDA_ARCHS={archs}", f"PTX_ARCH={ptx}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, f"make core failed:\n{proc.stdout}\n{proc.stderr}"
+    return core.load(tmp_path / "libdcnconvert_core.so")
+
+
+@pytest.mark.parametrize(
+    ("ptx", "tma_on_h200"), [("compute_90", True), ("compute_80", False)], ids=["ptx90", "ptx80"]
+)
+def test_fused_choice_follows_the_built_architectures(tmp_path: Path, ptx: str, tma_on_h200: bool) -> None:
+    """A core without sm_90 SASS offers an H200 the TMA tiles only through PTX of compute_90 or newer
+    (run there by the driver's JIT), and never the warpgroup-MMA tile, which needs sm_90a SASS; a
+    core without either would run empty TMA code (plugin_src/Makefile, builtSm90For)."""
+    lib = _build_variant(tmp_path, "sm_80", ptx)
+    tma = {18, 19, 20, 21, 22, 23}
+    r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
+    for device in (H200_DEVICE, (148, 232448, 10)):
+        tile, _ = core.fused_choice(r50c4, device=device, lib=lib)
+        assert (tile in tma) == tma_on_h200, (device, tile)
+        tile, _ = core.fused_choice(bev, device=device, lib=lib)
+        assert tile != 21, (device, tile)  # no sm_90a SASS in this build

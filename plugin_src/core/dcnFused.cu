@@ -90,6 +90,11 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
         setMsg(msg, msgLen, "fused kernel: the driver has no cuTensorMapEncodeTiled, which the TMA tiles need");
         return kDCN_UNSUPPORTED;
     }
+    if (reinterpret_cast<uintptr_t>(wp) % 16 != 0)
+    {
+        setMsg(msg, msgLen, "fused kernel: the TMA tiles need a workspace aligned to 16 bytes");
+        return kDCN_UNSUPPORTED;
+    }
     size_t const elem = elemBytes(p); // 128-byte rows: 64 two-byte or 32 four-byte elements
     cuuint64_t const dims[2] = {static_cast<cuuint64_t>(kg), static_cast<cuuint64_t>(p.cout)};
     cuuint64_t const strides[1] = {static_cast<cuuint64_t>(kg) * elem};
@@ -180,19 +185,19 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
             setMsg(msg, msgLen, "fused kernel: the input is too large for the prep kernel's grid");
             return kDCN_UNSUPPORTED;
         }
+        CUtensorMap tmA{}; // TMA tiles: encoded before anything is launched, so a failure leaves no work queued
+        if constexpr (S.tmaA)
+        {
+            DcnStatus const m = weightMap(tmA, wp, p, a.kg, S.bm, msg, msgLen);
+            if (m != kDCN_SUCCESS)
+                return m;
+        }
         dcnPrepKernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<T const*>(q.x),
             static_cast<T const*>(q.weight), xh, wp, p.n, static_cast<int32_t>(p.c), hw, xBlocks, segments,
             segsPerBlock, p.kh * p.kw, S.bk == 64 ? 6 : 5, reinterpret_cast<uintptr_t>(q.weight) % 16 == 0 ? 1 : 0);
         DcnStatus s = launchError("prep kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
-        CUtensorMap tmA{};
-        if constexpr (S.tmaA)
-        {
-            s = weightMap(tmA, wp, p, a.kg, S.bm, msg, msgLen);
-            if (s != kDCN_SUCCESS)
-                return s;
-        }
         auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
         s = raiseSmemLimit(kernel, d, configured, msg, msgLen);
         if (s != kDCN_SUCCESS)
@@ -203,7 +208,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
 #ifdef DCN_FUSED_NO_PDL // experiments: plain stream order between the kernels of a call
         bool const pdl = false;
 #else
-        bool const pdl = d.ccMajor >= 9;
+        bool const pdl = builtSm90For(d.ccMajor);
 #endif
         cudaError_t err = launchEx(pdl, kernel, grid, dim3(C::THREADS), C::smemBytes(a.kk, a.planSlots), stream, a, xh,
             q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
@@ -313,6 +318,8 @@ DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, void const* 
     DcnStatus const q = queryDevice(d, msg, msgLen);
     if (q != kDCN_SUCCESS)
         return q;
+    d.tma = builtSm90For(d.ccMajor) && encodeTiled() != nullptr;
+    d.wgmma = d.tma && builtWgmmaFor(d.ccMajor);
     if (tile >= kTileCount)
     {
         setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);

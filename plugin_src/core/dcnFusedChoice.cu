@@ -39,6 +39,31 @@ int64_t channelTiles128(DcnParams const& p)
 
 } // namespace
 
+bool builtSm90For(int ccMajor)
+{
+#ifdef DCN_BUILT_SM90A
+    constexpr bool sass = true;
+#else
+    constexpr bool sass = false;
+#endif
+#ifdef DCN_BUILT_PTX90
+    constexpr bool ptx = true;
+#else
+    constexpr bool ptx = false;
+#endif
+    return ccMajor == 9 ? (sass || ptx) : ccMajor > 9 && ptx;
+}
+
+bool builtWgmmaFor(int ccMajor)
+{
+#ifdef DCN_BUILT_SM90A
+    return ccMajor == 9;
+#else
+    (void)ccMajor;
+    return false;
+#endif
+}
+
 DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
 {
     cudaError_t err = cudaGetDevice(&d.id);
@@ -149,10 +174,11 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
             return "the 64-channel-chunk tiles take FP16/BF16 only";
         if (kTiles[tile].tmaA && kTiles[tile].bk == 32 && p.dtype != kDCN_FLOAT32)
             return "the 32-channel TMA tiles copy 128-byte weight rows, which take FP32 only";
-        if (kTiles[tile].tmaA && d.ccMajor < 9)
-            return "the TMA tiles need compute capability 9.0 or newer";
-        if (kTiles[tile].wgmma && d.ccMajor != 9)
-            return "the warpgroup-MMA tiles need compute capability 9.x (sm_90a code)";
+        if (kTiles[tile].tmaA && !d.tma)
+            return "the TMA tiles need compute capability 9.0 or newer, sm_90 code in this build and a "
+                   "driver with cuTensorMapEncodeTiled";
+        if (kTiles[tile].wgmma && !d.wgmma)
+            return "the warpgroup-MMA tiles need compute capability 9.x and sm_90a code in this build";
         if (workspaceSize < workspaceBytes(p))
             return "the workspace is smaller than dcnWorkspaceSize()";
         if (splits > capSplits(p))
@@ -226,9 +252,11 @@ float chunkWeight(int tile, DcnParams const& p)
 /* Blocks of `tile` that share an SM at full speed each (fitted like chunkWeight): tile 23 in TF32
  * (111 registers x 288 threads; a block alone leaves half the SM idle: R50-c5 with 2 K splits,
  * 264 blocks, took 69.8 us against 117.3 us for 132 blocks without a split, session 5). */
-int coResident(int tile, DcnParams const& p)
+int coResident(int tile, DcnParams const& p, Device const& d)
 {
-    return tile == 23 && p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32 ? 2 : 1;
+    bool const two = tile == 23 && p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32;
+    // and only where two blocks' shared memory fits (the SM has the opt-in limit plus 1 KiB)
+    return two && 2 * (smemBytesFor(tile, p) + 1024) <= static_cast<size_t>(d.smemOptin) + 1024 ? 2 : 1;
 }
 
 /* Per-block work outside the K walk (sampling plan, pipeline fill and drain, epilogue) and the
@@ -256,7 +284,7 @@ Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize)
         {
             if (unsupportedReason(p, t, s, d, workspaceSize) != nullptr)
                 continue;
-            int64_t const slots = int64_t(d.sms) * coResident(t, p);
+            int64_t const slots = int64_t(d.sms) * coResident(t, p, d);
             int64_t const waves = (units * s + slots - 1) / slots;
             float const cost = w * float(waves) * (float((chunks + s - 1) / s) + kBlockFixed) + (s > 1 ? kReduceFixed : 0.0f);
             if (best.tile < 0 || cost < bestCost)
@@ -309,6 +337,8 @@ DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t 
     d.sms = sms;
     d.smemOptin = smemOptin;
     d.ccMajor = ccMajor;
+    d.tma = builtSm90For(ccMajor); // as forward() would find it with a driver that has the encoder
+    d.wgmma = builtWgmmaFor(ccMajor);
     Choice c;
     DcnStatus const s = choose(p, d, workspaceSize, c, msg, msgLen);
     if (s == kDCN_SUCCESS)

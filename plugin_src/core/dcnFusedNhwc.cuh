@@ -91,7 +91,7 @@ struct NTile
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
     static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
-    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 32 || BN == 64) && BM == CWG * MT * 64
+    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && BN == 64 && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
     // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage.
     static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + STAGES * sizeof(uint64_t) : 0;

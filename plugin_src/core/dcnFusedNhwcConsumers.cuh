@@ -49,6 +49,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             mbarWait(fullA + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // and its weight tile landed
             uint32_t const aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
+#ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
             wgmmaFence();
 #pragma unroll
             for (int ks = 0; ks < C::BK / 16; ++ks)
@@ -56,6 +57,10 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 for (int mt = 0; mt < C::MT; ++mt)
                     wgmmaAsync<T, C::BN>(&acc[mt][0][0], wgmmaDesc(aS + mt * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32));
             wgmmaCommit();
+#else
+            (void)aS;
+            (void)bS;
+#endif
             // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
             wgmmaWait<1>();
             if (kc > 0 && kc - 1 + C::STAGES < nChunks)

@@ -66,7 +66,15 @@ struct Device
     int ccMajor = 0;
     int sms = 0;
     int smemOptin = 0;
+    bool tma = false;   // the TMA tiles can run: sm_90 code for this device and a tensor-map encoder
+    bool wgmma = false; // the warpgroup-MMA tile can run: compute capability 9.x and sm_90a SASS
 };
+
+/* Whether this build holds sm_90 code that a device of compute capability ccMajor runs (its sm_90a
+ * SASS on 9.x, its PTX of compute_90 or newer on 9.x and later; plugin_src/Makefile), and whether
+ * it holds the sm_90a SASS that the warpgroup MMAs need. */
+bool builtSm90For(int ccMajor);
+bool builtWgmmaFor(int ccMajor);
 
 /* A tile and its K splits (splits > 1: channel-vectorised tiles only). */
 struct Choice
