@@ -46,9 +46,13 @@ DcnStatus raiseSmemLimit(K kernel, Device const& d, std::atomic<uint64_t>& confi
     return kDCN_SUCCESS;
 }
 
-DcnStatus launchError(char const* what, DcnParams const& p, int tile, char* msg, size_t msgLen)
+/* The status of the launch just made: launchErr (what cudaLaunchKernelEx returned) or, for <<<>>>
+ * launches, the last error; either way the last error is cleared. */
+DcnStatus launchError(
+    char const* what, DcnParams const& p, int tile, char* msg, size_t msgLen, cudaError_t launchErr = cudaSuccess)
 {
-    cudaError_t const err = cudaGetLastError();
+    cudaError_t const last = cudaGetLastError();
+    cudaError_t const err = launchErr != cudaSuccess ? launchErr : last;
     if (err == cudaSuccess)
         return kDCN_SUCCESS;
     setMsg(msg, msgLen, "launch of the %s (%s, tile %d: %d x %d) failed: %s (%s)", what, dtypeName(p.dtype), tile,
@@ -133,16 +137,6 @@ cudaError_t launchEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, 
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
-DcnStatus launchStatus(cudaError_t err, char const* what, DcnParams const& p, int tile, char* msg, size_t msgLen)
-{
-    if (err == cudaSuccess)
-        return launchError(what, p, tile, msg, msgLen);
-    (void) cudaGetLastError();
-    setMsg(msg, msgLen, "launch of the %s (%s, tile %d: %d x %d) failed: %s (%s)", what, dtypeName(p.dtype), tile,
-        kTiles[tile].bm, kTiles[tile].bn, cudaGetErrorName(err), cudaGetErrorString(err));
-    return kDCN_CUDA_ERROR;
-}
-
 struct Ptrs
 {
     void const *x, *offset, *mask, *weight, *bias;
@@ -212,12 +206,12 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
 #endif
         cudaError_t err = launchEx(pdl, kernel, grid, dim3(C::THREADS), C::smemBytes(a.kk, a.planSlots), stream, a, xh,
             q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
-        s = launchStatus(err, "fused kernel", p, TILE, msg, msgLen);
+        s = launchError("fused kernel", p, TILE, msg, msgLen, err);
         if (s != kDCN_SUCCESS || a.splits == 1)
             return s;
         dim3 const rgrid(static_cast<unsigned>((a.pixels + 255) / 256), static_cast<unsigned>(p.cout));
         err = launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, a, partial, q.bias, q.out);
-        return launchStatus(err, "split-K reduction", p, TILE, msg, msgLen);
+        return launchError("split-K reduction", p, TILE, msg, msgLen, err);
     }
     else
     {
