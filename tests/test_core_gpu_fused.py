@@ -51,7 +51,7 @@ NCHW_TILES = frozenset({8, 9})
 BK64_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20})
 # Warpgroup-MMA tiles (sm_90a): the same K order as BK64_TILES, their own order of the products
 # within a K step.
-WGMMA_TILES = frozenset({21})
+WGMMA_TILES = frozenset({21, 24, 25, 26, 27})
 
 
 def tile_family(tile: int) -> str:

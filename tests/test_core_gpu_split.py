@@ -36,11 +36,11 @@ SPLIT_CASES: list[Case] = [
 # 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only), the
 # 128 x 32 tile with 8 producer warps, the TMA tiles (sm_90+) and the warpgroup-MMA tile (9.x;
 # plugin_src/core/dcnFusedTiles.h).
-SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20, 21, 22, 23)
-FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20, 21})
-TMA_TILES = frozenset({18, 19, 20, 21, 22, 23})
+SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27)
+FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20, 21, 24, 25, 26, 27})
+TMA_TILES = frozenset({18, 19, 20, 21, 22, 23, 24, 25, 26, 27})
 FP32_ONLY_TILES = frozenset({22, 23})  # 32-channel chunks copied by TMA: 128-byte FP32 rows
-WGMMA_TILES = frozenset({21})  # compute capability 9.x only
+WGMMA_TILES = frozenset({21, 24, 25, 26, 27})  # compute capability 9.x only
 
 
 @pytest.fixture(scope="module")

@@ -164,7 +164,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
     }
     else if constexpr (S.nhwc)
     {
-        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma>;
+        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma, S.pregs>;
         T* const xh = static_cast<T*>(q.workspace);
         T* const wp = reinterpret_cast<T*>(static_cast<char*>(q.workspace) + alignUp(size_t(p.n) * p.c * p.h * p.w * sizeof(T)));
         float* const partial = reinterpret_cast<float*>(static_cast<char*>(q.workspace) + nhwcBytes(p));
@@ -196,6 +196,21 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
         s = raiseSmemLimit(kernel, d, configured, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
+        if constexpr (C::PREGS > 0)
+        {
+            // The consumers' setmaxnreg.inc waits for registers the producers gave up; a block
+            // launched with fewer per thread than the split assumes would wait forever.
+            cudaFuncAttributes attr{};
+            cudaError_t const e = cudaFuncGetAttributes(&attr, kernel);
+            if (e != cudaSuccess)
+                return launchError("fused kernel (attributes)", p, TILE, msg, msgLen, e);
+            if (attr.numRegs < C::LAUNCH_REGS)
+            {
+                setMsg(msg, msgLen, "fused kernel: tile %d was built with %d registers per thread, its register split needs %d",
+                    TILE, attr.numRegs, C::LAUNCH_REGS);
+                return kDCN_UNSUPPORTED;
+            }
+        }
 #ifdef DCN_FUSED_PREP_ONLY // experiments: time the prep kernel alone
         return kDCN_SUCCESS;
 #endif
@@ -257,12 +272,16 @@ DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device co
     case 21: return launchTile<T, MK, 21>(p, a, d, q, stream, msg, msgLen);
     case 22: return launchTile<T, MK, 22>(p, a, d, q, stream, msg, msgLen);
     case 23: return launchTile<T, MK, 23>(p, a, d, q, stream, msg, msgLen);
+    case 24: return launchTile<T, MK, 24>(p, a, d, q, stream, msg, msgLen);
+    case 25: return launchTile<T, MK, 25>(p, a, d, q, stream, msg, msgLen);
+    case 26: return launchTile<T, MK, 26>(p, a, d, q, stream, msg, msgLen);
+    case 27: return launchTile<T, MK, 27>(p, a, d, q, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 24, "launchMath lists every tile");
+static_assert(kTileCount == 28, "launchMath lists every tile");
 
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {

@@ -24,7 +24,7 @@ constexpr size_t kAlign = 256;
  * kMinSplitChunks chunks each, and only while fewer than kSplitBlocks blocks of 128 x 64 would
  * cover the output (the workspace holds the FP32 partial sums of capSplits() splits). */
 constexpr int kMinSplitChunks = 9;
-constexpr int64_t kSplitBlocks = 256;
+constexpr int64_t kSplitBlocks = 512;
 
 /* K of one group in 32-channel chunks, and the 128-row channel tiles of all groups: the units of
  * the split limits and of the cost estimate. */
@@ -200,7 +200,7 @@ namespace
 int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
 {
     int64_t const mg = p.cout / p.group;
-    int const all[] = {18, 12, 10, 22, 7, 19, 13, 11, 23, 5, 4, 14, 15, 16, 17, 21, 20, 0, 3, 1, 2, 6,
+    int const all[] = {18, 12, 10, 22, 7, 19, 13, 11, 23, 5, 4, 14, 15, 16, 17, 21, 24, 25, 26, 27, 20, 0, 3, 1, 2, 6,
         mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
@@ -211,14 +211,16 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
 
 /* Time of one 32-channel K chunk of a block of `tile` relative to tile 7's, fitted to the H200
  * timings of bench/fused_tiles.py (docs/fused_kernel_notes.md); 0 for tiles the estimate leaves
- * out. The cp.async tiles are left out where their weight tile has rows past the group's output
- * channels (measured slower there). */
+ * out. The cp.async and TMA tiles are left out where their weight tile has rows past the group's
+ * output channels (measured slower there), except those with 16 producer warps (CenterNet 64 -> 64:
+ * tile 25 23.6 us against 32.5 for the tile chosen before). */
 float chunkWeight(int tile, DcnParams const& p)
 {
     bool const fp32 = p.dtype == kDCN_FLOAT32;
     bool const tf32 = fp32 && p.math == kDCN_MATH_TF32; // else FP32 is 3xTF32, bound by its consumers
+    bool const bf16 = p.dtype == kDCN_BFLOAT16;
     int64_t const mg = p.cout / p.group;
-    if ((kTiles[tile].asyncA || kTiles[tile].tmaA) && kTiles[tile].bm > mg)
+    if ((kTiles[tile].asyncA || kTiles[tile].tmaA) && kTiles[tile].bm > mg && kTiles[tile].pregs == 0)
         return 0.0f;
     switch (tile)
     {
@@ -245,6 +247,14 @@ float chunkWeight(int tile, DcnParams const& p)
     // BEV-c4, DBNet-c4, OCD-l4).
     case 22: return tf32 ? 0.86f : fp32 ? 0.93f : 0.0f;
     case 23: return tf32 ? 0.86f : fp32 ? 0.43f : 0.0f; // TF32: two blocks per SM (coResident)
+    // Warpgroup tiles of session 6 (FP16/BF16; fitted on R50-c3/c3-s2/c4/c5, BEV-c4, CenterNet-64,
+    // DBNet-c4, DLA 512->256@16x16, OCD-l4). 128 x 128 with 8 producer warps: BF16 only (FP16 has
+    // tile 25); with 16 producer warps FP16 only (BF16's FP32 sums spill at 72 registers).
+    case 24: return fp32 || !bf16 ? 0.0f : 1.0f;
+    case 25: return fp32 || bf16 ? 0.0f : 0.7f;
+    // 16 producer warps (setmaxnreg): 13-21% faster than tile 21 (BEV-c4, DBNet-c4, R50-c5).
+    case 26: return fp32 ? 0.0f : 0.75f;
+    case 27: return fp32 ? 0.0f : bf16 ? 0.55f : 0.65f;
     default: return 0.0f;
     }
 }
@@ -260,12 +270,17 @@ int coResident(int tile, DcnParams const& p, Device const& d)
 }
 
 /* Per-block work outside the K walk (sampling plan, pipeline fill and drain, epilogue) and the
- * split-K reduction, in 32-channel chunks of tile 7 (fitted with chunkWeight). */
-constexpr float kBlockFixed = 20.0f;
+ * split-K reduction, in 32-channel chunks of tile 7 (fitted with chunkWeight). The 16-producer
+ * tiles cost more per block (measured on the small CenterNet layers: tile 25 with 4 K splits took
+ * 24.6 us on DLA 128 -> 128@64x64 against 17.0 for tile 19 unsplit). */
 constexpr float kReduceFixed = 2.0f;
+float blockFixed(int tile)
+{
+    return tile == 25 ? 40.0f : tile == 26 || tile == 27 ? 30.0f : 20.0f;
+}
 
 /* The channel-vectorised (tile, splits) with the least estimated time:
- * chunkWeight x waves x (chunks per split + kBlockFixed) (+ kReduceFixed when K is split). */
+ * chunkWeight x waves x (chunks per split + blockFixed) (+ kReduceFixed when K is split). */
 Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize)
 {
     Choice best;
@@ -286,7 +301,8 @@ Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize)
                 continue;
             int64_t const slots = int64_t(d.sms) * coResident(t, p, d);
             int64_t const waves = (units * s + slots - 1) / slots;
-            float const cost = w * float(waves) * (float((chunks + s - 1) / s) + kBlockFixed) + (s > 1 ? kReduceFixed : 0.0f);
+            float const cost
+                = w * float(waves) * (float((chunks + s - 1) / s) + blockFixed(t)) + (s > 1 ? kReduceFixed : 0.0f);
             if (best.tile < 0 || cost < bestCost)
             {
                 best.tile = t;

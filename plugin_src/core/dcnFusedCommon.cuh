@@ -191,41 +191,37 @@ template <typename T, class C>
 __device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
     T const* __restrict__ bias, T* __restrict__ out, int64_t p0, int m0, int g, int wRow, int wn, int gq, int tq)
 {
-    int64_t colOut[C::NT][2];
-#pragma unroll
-    for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-        {
-            int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
-            if (p < a.pixels)
-            {
-                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-                colOut[nt][e] = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo);
-            }
-            else
-            {
-                colOut[nt][e] = -1;
-            }
-        }
+    // Per row: its output plane (-1: past the group's channels) and bias; then pixel pair by pixel
+    // pair (the column offsets of all NT pairs at once would not fit beside 128 accumulators).
+    int64_t rowOut[C::MT][2];
+    float bv[C::MT][2];
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
         {
             int const m = m0 + wRow + mt * C::MT_STRIDE + gq + 8 * h;
-            if (m >= a.mg)
-                continue;
             int64_t const co = static_cast<int64_t>(g) * a.mg + m;
-            float const bv = a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
-            T* const outRow = out + co * a.howo;
+            rowOut[mt][h] = m < a.mg ? co * a.howo : -1;
+            bv[mt][h] = m < a.mg && a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
+        }
 #pragma unroll
-            for (int nt = 0; nt < C::NT; ++nt)
+    for (int nt = 0; nt < C::NT; ++nt)
 #pragma unroll
-                for (int e = 0; e < 2; ++e)
+        for (int e = 0; e < 2; ++e)
+        {
+            int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
+            if (p >= a.pixels)
+                continue;
+            uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+            int64_t const col = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo);
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
                 {
-                    if (colOut[nt][e] >= 0)
-                        outRow[colOut[nt][e]] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv);
+                    if (rowOut[mt][h] >= 0)
+                        out[rowOut[mt][h] + col] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv[mt][h]);
                 }
         }
 }

@@ -32,7 +32,7 @@ namespace fused
 {
 
 template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_,
-    bool TMA_A_ = false, bool WG_ = false>
+    bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0>
 struct NTile
 {
     static constexpr int BM = BM_;
@@ -56,6 +56,13 @@ struct NTile
     static constexpr int CONSUMERS = CW * 32;
     static constexpr int PRODUCERS = PW * 32;
     static constexpr int THREADS = CONSUMERS + PRODUCERS;
+    // PREGS > 0 (warpgroup tiles): the producers give registers up to PREGS per thread and the
+    // consumers take them (setmaxnreg, dcnFusedWgmma.cuh), up to CREGS: what the block was launched
+    // with (LAUNCH_REGS per thread, checked on the host) less the producers' share.
+    static constexpr int PREGS = PREGS_;
+    static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8 > 255 ? 248 : (65536 / THREADS) / 8 * 8;
+    static constexpr int CREGS_RAW = PREGS > 0 ? (LAUNCH_REGS * THREADS - PREGS * PRODUCERS) / CONSUMERS / 8 * 8 : 0;
+    static constexpr int CREGS = CREGS_RAW > 256 ? 256 : CREGS_RAW;
     static constexpr int WARPS_M = WARPS_M_;
     static constexpr int WARPS_N = CW / WARPS_M;
     static constexpr int WTM = BM / WARPS_M;
@@ -74,15 +81,22 @@ struct NTile
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = SWZ_B ? BK : BK + PAD; // sB [BN][LDB] (K contiguous)
-    // Register sets (chunks in flight) per producer thread; the host's planSlots covers PD + 1.
-#ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
-    static constexpr int PD = DCN_FUSED_PD;
-#else
-    static constexpr int PD = sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
-#endif
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
     static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
+    // A producer thread loads and finishes its PXT tasks of a chunk in SUB units of PXU tasks (TMA
+    // tiles with more than 2 tasks per thread: the corners of a whole chunk would not fit beside
+    // the ring's other units).
+    static constexpr int SUB = PREGS > 0 ? PXT : TMA_A && PXT > 2 ? PXT / 2 : 1;
+    static constexpr int PXU = PXT / SUB;
+    // Register sets (units in flight) per producer thread; the host's planSlots covers PD + 1
+    // chunks.
+#ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
+    static constexpr int PD = DCN_FUSED_PD;
+#else
+    static constexpr int PD = PREGS > 0 ? 2 : SUB > 1 ? 3
+        : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
+#endif
     static constexpr int A_VECS = BM * BK / VEC;
     static constexpr size_t A_BYTES = size_t(BM) * LDA * sizeof(T);
     static constexpr size_t B_BYTES = size_t(BN) * LDB * sizeof(T);
@@ -91,8 +105,11 @@ struct NTile
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
     static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
-    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && BN == 64 && BM == CWG * MT * 64
+    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
+    static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
+    static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
+                                    && CREGS >= PREGS && CREGS <= 256), "register split");
     // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage.
     static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + STAGES * sizeof(uint64_t) : 0;
 
@@ -107,11 +124,10 @@ struct NTile
  * to partial[split][g * mg + m][pixel]; dcnSplitReduceKernel adds them up. tmA: the tensor map of
  * wp (C::TMA_A only; rows g * mg + m, columns k'), see launchTile in dcnFused.cu. */
 template <typename T, MathKind MK, class C>
-__global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
-    T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias,
-    T* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
+__device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restrict__ xh, T const* __restrict__ offset,
+    T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias, T* __restrict__ out,
+    float* __restrict__ partial, CUtensorMap const& tmA)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) unsigned char smemRaw[];
     // TMA tiles: the stages start at the next 1024-byte boundary (the swizzle's period).
     unsigned char* const smem = smemRaw + (C::TMA_A ? (1024u - (smemAddr(smemRaw) & 1023u)) & 1023u : 0u);
@@ -149,6 +165,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         // rows this thread copies (rows past mg read row mg - 1; the consumers' results for them
         // are never stored), the shared-memory slots it writes, its pixel and lane in the B tile.
         int const ptid = tid - C::CONSUMERS;
+        if constexpr (C::PREGS > 0)
+            setMaxRegsDec<C::PREGS>();
         constexpr int AIT = (C::A_VECS + C::PRODUCERS - 1) / C::PRODUCERS;
         constexpr int VPR = C::BK / C::VEC;
         constexpr bool kAllA = C::A_VECS % C::PRODUCERS == 0;
@@ -197,11 +215,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         // ahead so that the gather addresses do not wait on shared memory; read again after a
         // plan rebuild.
         int64_t nextIdx[C::PXT];
-        struct Regs
+        struct Regs // one unit: PXU tasks of a chunk
         {
-            uint4 v[C::PXT][4];
+            uint4 v[C::PXU][4];
             uint4 av[C::REG_A ? AIT : 1]; // weight vectors (register path only)
-            uint2 w[C::PACK16 ? C::PXT : 1]; // PACK16: the corner weights, two T pairs
+            uint2 w[C::PACK16 ? C::PXU : 1]; // PACK16: the corner weights, two T pairs
             int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
         };
         // The sampling plan of the next chunk's deformable group (built when that group changes).
@@ -223,8 +241,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
                 }
             }
         };
-        auto prepare = [&](Regs& R) {
-            ensurePlan();
+        // Unit h (0 .. SUB - 1) of the next chunk: tasks h * PXU .. + PXU - 1. Units are prepared
+        // in order; the last one moves on to the next chunk.
+        auto prepare = [&](Regs& R, int h) {
+            if (h == 0)
+                ensurePlan();
             if constexpr (C::REG_A)
             {
 #pragma unroll
@@ -237,22 +258,25 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             }
             int const e0 = slotBase + kp * C::BN;
 #pragma unroll
-            for (int j = 0; j < C::PXT; ++j)
+            for (int u = 0; u < C::PXU; ++u)
             {
+                int const j = h * C::PXU + u;
                 T const* const q = xLane[j] + nextIdx[j];
 #if defined(DCN_FUSED_NO_GATHER) || defined(DCN_FUSED_NO_SAMPLE) // experiments: no corner loads (wrong results)
                 uint32_t const fake = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(q)) & 0x3c003c00u;
-                R.v[j][0] = R.v[j][1] = R.v[j][2] = R.v[j][3] = make_uint4(fake, fake, fake, fake);
+                R.v[u][0] = R.v[u][1] = R.v[u][2] = R.v[u][3] = make_uint4(fake, fake, fake, fake);
 #else
-                R.v[j][0] = __ldg(reinterpret_cast<uint4 const*>(q));
-                R.v[j][1] = __ldg(reinterpret_cast<uint4 const*>(q + colStride));
-                R.v[j][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
-                R.v[j][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
+                R.v[u][0] = __ldg(reinterpret_cast<uint4 const*>(q));
+                R.v[u][1] = __ldg(reinterpret_cast<uint4 const*>(q + colStride));
+                R.v[u][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
+                R.v[u][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
 #endif
                 if constexpr (C::PACK16)
-                    R.w[j] = *reinterpret_cast<uint2 const*>(planW + e0 + bPix[j]);
+                    R.w[u] = *reinterpret_cast<uint2 const*>(planW + e0 + bPix[j]);
             }
             R.e0 = e0;
+            if (h + 1 < C::SUB)
+                return;
             if (++kp == a.kk)
             {
                 kp = 0;
@@ -266,16 +290,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             for (int j = 0; j < C::PXT; ++j)
                 nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
         };
-        auto finish = [&](int kc, Regs const& R) {
+        auto finish = [&](int kc, int h, Regs const& R) {
             int const s = kc % C::STAGES;
-            if (kc >= C::STAGES)
+            if (h == 0 && kc >= C::STAGES)
             {
                 barSync(2 + C::STAGES + s, kAll); // consumers are done with stage s
             }
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
             if constexpr (C::TMA_A)
             {
-                if (ptid == 0)
+                if (h == 0 && ptid == 0)
                 {
                     // The barrier above ordered the consumers' reads of stage s before this thread.
                     fenceProxyAsync();
@@ -306,18 +330,21 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
             uint32_t const bStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::B_BYTES);
 #ifndef DCN_FUSED_NO_SAMPLE // experiments: no B tile at all, producers only copy A (results are wrong)
 #pragma unroll
-            for (int j = 0; j < C::PXT; ++j)
+            for (int u = 0; u < C::PXU; ++u)
             {
+                int const j = h * C::PXU + u;
                 uint4 res;
                 if constexpr (C::PACK16)
-                    res = interpPacked<T>(R.w[j], R.v[j]);
+                    res = interpPacked<T>(R.w[u], R.v[u]);
                 else
-                    res = interpFloat<T>(planW[R.e0 + bPix[j]], R.v[j]);
+                    res = interpFloat<T>(planW[R.e0 + bPix[j]], R.v[u]);
                 stShared16(bDst[j] + bStage, res);
             }
 #else
             (void)bStage;
 #endif
+            if (h + 1 < C::SUB)
+                return; // the stage is full after the chunk's last unit
             if constexpr (C::ASYNC_A)
             {
                 // Stage kc - 1 is full once its weight copy has landed: publishing lags by one
@@ -340,25 +367,30 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
         if (nChunks > 0)
             ensurePlan();
         gridDependencyWait();
-        // A ring of PD register sets: chunk kc + PD - 1 is loading while chunk kc is finished.
+        // A ring of PD register sets: unit i + PD - 1 is loading while unit i is finished (unit i
+        // = part i % SUB of chunk i / SUB).
+        int const nUnits = nChunks * C::SUB;
         Regs ring[C::PD];
 #pragma unroll
         for (int i = 0; i < C::PD - 1; ++i)
         {
-            if (i < nChunks)
-                prepare(ring[i]);
+            if (i < nUnits)
+                prepare(ring[i], i % C::SUB);
         }
-        for (int kc = 0; kc < nChunks; kc += C::PD)
+        // Steps of a multiple of PD and SUB, so that ring slots and unit parts are known at
+        // compile time in the unrolled loop.
+        constexpr int STEP = C::PD % C::SUB == 0 ? C::PD : C::PD * C::SUB;
+        for (int i0 = 0; i0 < nUnits; i0 += STEP)
         {
 #pragma unroll
-            for (int u = 0; u < C::PD; ++u)
+            for (int r = 0; r < STEP; ++r)
             {
-                int const k = kc + u;
-                if (k >= nChunks)
+                int const i = i0 + r;
+                if (i >= nUnits)
                     break;
-                if (k + C::PD - 1 < nChunks)
-                    prepare(ring[(u + C::PD - 1) % C::PD]);
-                finish(k, ring[u]);
+                if (i + C::PD - 1 < nUnits)
+                    prepare(ring[(r + C::PD - 1) % C::PD], (r + C::PD - 1) % C::SUB);
+                finish(i / C::SUB, r % C::SUB, ring[r % C::PD]);
             }
         }
         if constexpr (C::ASYNC_A)
@@ -373,7 +405,24 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
     }
 
     // ---------------------------------------------------------------------- consumers
+    if constexpr (C::PREGS > 0)
+        setMaxRegsInc<C::CREGS>();
     nhwcConsumers<T, MK, C>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial);
+}
+
+template <typename T, MathKind MK, class C>
+__global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
+    T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias,
+    T* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    nhwcBlock<T, MK, C>(a, xh, offset, mask, wp, bias, out, partial, tmA);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // The TMA tiles run on sm_90+ only (the host never offers them below): no code for them here.
+    if constexpr (C::TMA_A)
+        __trap();
+    else
+        nhwcBlock<T, MK, C>(a, xh, offset, mask, wp, bias, out, partial, tmA);
 #endif
 }
 

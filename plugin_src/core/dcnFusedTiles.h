@@ -22,7 +22,7 @@ namespace fused
  * producers copy the weight tile with cp.async (L2 -> shared memory, no registers) instead of
  * loads and stores; tmaA: the tensor memory accelerator copies it (sm_90+, dcnFusedTma.cuh);
  * wgmma: warpgroup MMAs from shared memory (compute capability 9.x, sm_90a code, dcnFusedWgmma.cuh;
- * warpsM = cw). */
+ * warpsM = cw); pregs: see below. */
 struct TileShape
 {
     int bm, bn, warpsM, cw, pw, stages;
@@ -31,6 +31,7 @@ struct TileShape
     bool asyncA;
     bool tmaA;
     bool wgmma;
+    int pregs; // warpgroup tiles: producer registers per thread (setmaxnreg; consumers get the rest), 0: none
 };
 constexpr TileShape kTiles[] = {
     {128, 64, 4, 8, 8, 4, true, 32, false},   // 0
@@ -57,6 +58,10 @@ constexpr TileShape kTiles[] = {
     {256, 64, 8, 8, 8, 3, true, 64, false, true, true}, // 21: tile 20 with warpgroup MMAs (sm_90a)
     {128, 64, 2, 4, 8, 4, true, 32, false, true},  // 22: tile 7 with TMA weights (FP32: 128-byte rows)
     {128, 32, 4, 4, 4, 4, true, 32, false, true},  // 23: tile 5 with TMA weights (FP32)
+    {128, 128, 4, 4, 8, 4, true, 64, false, true, true}, // 24: 128 x 128, one consumer warpgroup (sm_90a)
+    {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72}, // 25: tile 24 with 16 producer warps of 72 registers
+    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 26: 256 x 64, one consumer warpgroup, 16 producer warps
+    {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 27: 128 x 64, the same split of warps and registers
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 

@@ -61,6 +61,24 @@ __device__ __forceinline__ void wgmmaWait()
 #endif
 }
 
+/* Register reallocation between warpgroups (sm_90a): the calling warpgroup's per-thread limit
+ * drops to (Dec) or rises to (Inc) N; Inc waits until the block's pool has the registers. ptxas
+ * allocates the code after each call within its N. */
+template <int N>
+__device__ __forceinline__ void setMaxRegsDec()
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setMaxRegsInc()
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+
 /* Keeps the compiler from moving accumulator reads or writes across an asynchronous MMA. */
 __device__ __forceinline__ void wgmmaFenceOperand(float& r)
 {
@@ -68,46 +86,76 @@ __device__ __forceinline__ void wgmmaFenceOperand(float& r)
 }
 
 /* d (N / 2 FP32 registers per thread, the m64nN accumulator fragment) += A (64 x 16) * B (16 x N),
- * both from shared memory. Defined for N = 64 (the warpgroup tile is 64 pixels wide). */
+ * both from shared memory. Defined for N = 64 and 128 (the warpgroup tiles' pixel widths). */
 template <typename T, int N>
 __device__ __forceinline__ void wgmmaAsync(float* d, uint64_t descA, uint64_t descB);
 
 #ifdef DCN_WGMMA_DEVICE
-#define DCN_WGMMA_M64N64K16(T, PTX_TYPE)                                                                \
-    template <>                                                                                         \
-    __device__ __forceinline__ void wgmmaAsync<T, 64>(float* d, uint64_t descA, uint64_t descB)         \
-    {                                                                                                   \
-        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"                                 \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX_TYPE "." PTX_TYPE " "            \
-                     "{%0, %1, %2, %3, %4, %5, %6, %7, "                                                \
-                     "%8, %9, %10, %11, %12, %13, %14, %15, "                                           \
-                     "%16, %17, %18, %19, %20, %21, %22, %23, "                                         \
-                     "%24, %25, %26, %27, %28, %29, %30, %31}, "                                        \
-                     "%32, %33, p, 1, 1, 0, 0;\n\t}"                                                    \
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),                                  \
-                       "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                                  \
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),                                \
-                       "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),                              \
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),                              \
-                       "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),                              \
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),                              \
-                       "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                               \
-                     : "l"(descA), "l"(descB), "n"(1));                                                 \
+#define DCN_WGMMA_ACC8(i)                                                                           \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),     \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define DCN_WGMMA_M64N64K16(T, PTX_TYPE)                                                             \
+    template <>                                                                                      \
+    __device__ __forceinline__ void wgmmaAsync<T, 64>(float* d, uint64_t descA, uint64_t descB)      \
+    {                                                                                                \
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"                              \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX_TYPE "." PTX_TYPE " "         \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, "                                             \
+                     "%8, %9, %10, %11, %12, %13, %14, %15, "                                        \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, "                                      \
+                     "%24, %25, %26, %27, %28, %29, %30, %31}, "                                     \
+                     "%32, %33, p, 1, 1, 0, 0;\n\t}"                                                 \
+                     : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24)  \
+                     : "l"(descA), "l"(descB), "n"(1));                                              \
+    }
+#define DCN_WGMMA_M64N128K16(T, PTX_TYPE)                                                              \
+    template <>                                                                                        \
+    __device__ __forceinline__ void wgmmaAsync<T, 128>(float* d, uint64_t descA, uint64_t descB)       \
+    {                                                                                                  \
+        asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"                                \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX_TYPE "." PTX_TYPE " "          \
+                     "{%0, %1, %2, %3, %4, %5, %6, %7, "                                               \
+                     "%8, %9, %10, %11, %12, %13, %14, %15, "                                          \
+                     "%16, %17, %18, %19, %20, %21, %22, %23, "                                        \
+                     "%24, %25, %26, %27, %28, %29, %30, %31, "                                        \
+                     "%32, %33, %34, %35, %36, %37, %38, %39, "                                        \
+                     "%40, %41, %42, %43, %44, %45, %46, %47, "                                        \
+                     "%48, %49, %50, %51, %52, %53, %54, %55, "                                        \
+                     "%56, %57, %58, %59, %60, %61, %62, %63}, "                                       \
+                     "%64, %65, p, 1, 1, 0, 0;\n\t}"                                                   \
+                     : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24),   \
+                       DCN_WGMMA_ACC8(32), DCN_WGMMA_ACC8(40), DCN_WGMMA_ACC8(48), DCN_WGMMA_ACC8(56)  \
+                     : "l"(descA), "l"(descB), "n"(1));                                                \
     }
 #else
-#define DCN_WGMMA_M64N64K16(T, PTX_TYPE)                                                                \
-    template <>                                                                                         \
-    __device__ __forceinline__ void wgmmaAsync<T, 64>(float* d, uint64_t descA, uint64_t descB)         \
-    {                                                                                                   \
-        (void)d;                                                                                        \
-        (void)descA;                                                                                    \
-        (void)descB;                                                                                    \
-        DCN_WGMMA_MISSING();                                                                            \
+#define DCN_WGMMA_M64N64K16(T, PTX_TYPE)                                                            \
+    template <>                                                                                     \
+    __device__ __forceinline__ void wgmmaAsync<T, 64>(float* d, uint64_t descA, uint64_t descB)     \
+    {                                                                                               \
+        (void)d;                                                                                    \
+        (void)descA;                                                                                \
+        (void)descB;                                                                                \
+        DCN_WGMMA_MISSING();                                                                        \
+    }
+#define DCN_WGMMA_M64N128K16(T, PTX_TYPE)                                                           \
+    template <>                                                                                     \
+    __device__ __forceinline__ void wgmmaAsync<T, 128>(float* d, uint64_t descA, uint64_t descB)    \
+    {                                                                                               \
+        (void)d;                                                                                    \
+        (void)descA;                                                                                \
+        (void)descB;                                                                                \
+        DCN_WGMMA_MISSING();                                                                        \
     }
 #endif
 DCN_WGMMA_M64N64K16(__half, "f16")
 DCN_WGMMA_M64N64K16(__nv_bfloat16, "bf16")
+DCN_WGMMA_M64N128K16(__half, "f16")
+DCN_WGMMA_M64N128K16(__nv_bfloat16, "bf16")
 #undef DCN_WGMMA_M64N64K16
+#undef DCN_WGMMA_M64N128K16
+#ifdef DCN_WGMMA_ACC8
+#undef DCN_WGMMA_ACC8
+#endif
 
 } // namespace fused
 } // namespace dcn
