@@ -22,102 +22,13 @@
 #include "dcnFusedKernel.cuh"
 #include "dcnFusedNhwcConsumers.cuh"
 #include "dcnFusedNhwcParts.cuh"
+#include "dcnFusedNhwcTile.cuh"
 #include "dcnFusedTma.cuh"
-
-#include <type_traits>
 
 namespace dcn
 {
 namespace fused
 {
-
-template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_,
-    bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0>
-struct NTile
-{
-    static constexpr int BM = BM_;
-    static constexpr int BN = BN_;
-    static constexpr int BK = BK_; // one block of BK channels at one kernel point
-    static constexpr bool ASYNC_A = ASYNC_A_; // weight tile by cp.async (see dcnFusedTiles.h)
-    // Weight tile by TMA (sm_90, dcnFusedTma.cuh): [BM][BK] rows of 128 bytes with the 128-byte
-    // swizzle (SWZ_A, undone in chunkMma), full when its mbarrier's phase completes.
-    static constexpr bool TMA_A = TMA_A_;
-    static constexpr bool SWZ_A = TMA_A_;
-    static constexpr bool REG_A = !ASYNC_A && !TMA_A; // weight tile through the producers' registers
-    // Warpgroup MMAs (sm_90a, dcnFusedWgmma.cuh): each group of 4 consumer warps owns BM / CWG rows
-    // (MT m64 slices) x all BN pixels; the B tile is swizzled like A (SWZ_B).
-    static constexpr bool WG = WG_;
-    static constexpr bool SWZ_B = WG_;
-    static constexpr int CWG = CW_ / 4;
-    static constexpr int MT_STRIDE = WG_ ? 64 : 16;
-    static constexpr int STAGES = STAGES_;
-    static constexpr int CW = CW_;
-    static constexpr int PW = PW_;
-    static constexpr int CONSUMERS = CW * 32;
-    static constexpr int PRODUCERS = PW * 32;
-    static constexpr int THREADS = CONSUMERS + PRODUCERS;
-    // PREGS > 0 (warpgroup tiles): the producers give registers up to PREGS per thread and the
-    // consumers take them (setmaxnreg, dcnFusedWgmma.cuh), up to CREGS: what the block was launched
-    // with (LAUNCH_REGS per thread, checked on the host) less the producers' share.
-    static constexpr int PREGS = PREGS_;
-    static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8 > 255 ? 248 : (65536 / THREADS) / 8 * 8;
-    static constexpr int CREGS_RAW = PREGS > 0 ? (LAUNCH_REGS * THREADS - PREGS * PRODUCERS) / CONSUMERS / 8 * 8 : 0;
-    static constexpr int CREGS = CREGS_RAW > 256 ? 256 : CREGS_RAW;
-    static constexpr int WARPS_M = WARPS_M_;
-    static constexpr int WARPS_N = CW / WARPS_M;
-    static constexpr int WTM = BM / WARPS_M;
-    static constexpr int WTN = BN / WARPS_N;
-    static constexpr int MT = WTM / 16;
-    static constexpr int NT = WTN / 8;
-    // FP16 interpolates in __half2 pairs (HFMA2): 8 channels in 16 instructions instead of 68
-    // (conversions, FP32 FMAs, packing). BF16 keeps FP32 sums: in BF16 pairs the sampling error
-    // reached the im2col baseline's (H200, docs/fused_kernel_notes.md, version 12).
-    // DCN_FUSED_INTERP_F32 (experiments) keeps FP32 sums for FP16 too.
-#ifdef DCN_FUSED_INTERP_F32
-    static constexpr bool PACK16 = false;
-#else
-    static constexpr bool PACK16 = std::is_same<T, __half>::value;
-#endif
-    static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
-    static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
-    static constexpr int LDB = SWZ_B ? BK : BK + PAD; // sB [BN][LDB] (K contiguous)
-    static constexpr int VEC = 16 / sizeof(T);
-    static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
-    static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
-    // A producer thread loads and finishes its PXT tasks of a chunk in SUB units of PXU tasks (TMA
-    // tiles with more than 2 tasks per thread: the corners of a whole chunk would not fit beside
-    // the ring's other units).
-    static constexpr int SUB = PREGS > 0 ? PXT : TMA_A && PXT > 2 ? PXT / 2 : 1;
-    static constexpr int PXU = PXT / SUB;
-    // Register sets (units in flight) per producer thread; the host's planSlots covers PD + 1
-    // chunks.
-#ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
-    static constexpr int PD = DCN_FUSED_PD;
-#else
-    static constexpr int PD = PREGS > 0 ? 2 : SUB > 1 ? 3
-        : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
-#endif
-    static constexpr int A_VECS = BM * BK / VEC;
-    static constexpr size_t A_BYTES = size_t(BM) * LDA * sizeof(T);
-    static constexpr size_t B_BYTES = size_t(BN) * LDB * sizeof(T);
-    static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
-    static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
-    static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
-    static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
-    static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
-    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
-                             && B_BYTES % 1024 == 0), "warpgroup tile");
-    static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
-    static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
-                                    && CREGS >= PREGS && CREGS <= 256), "register split");
-    // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage.
-    static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + STAGES * sizeof(uint64_t) : 0;
-
-    static __host__ __device__ size_t smemBytes(int kk, int slots)
-    {
-        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int64_t)) + TMA_EXTRA;
-    }
-};
 
 /* out = bias + wp * S over the NHWC input xh (see the file comment). With a.splits > 1, block z
  * = g * splits + split walks only its share of the K chunks and stores FP32 partial sums (no bias)
