@@ -42,6 +42,8 @@ FUSED_CASES: list[Case] = [
     Case("f_nhwc_k1_dg4", 2, 128, 13, 11, 40, (1, 1), dg=4, off_scale=1.5),
     Case("f_nhwc_k5", 1, 32, 21, 19, 24, (5, 5), (2, 1), (2, 2), off_scale=3.0),
     Case("f_nhwc_images", 3, 64, 9, 10, 96, (3, 3), padding=(1, 1), off_scale=4.0),
+    # 16-byte prep transpose (planes of 320 pixels), a last channel tile of 32 of 64
+    Case("f_nhwc_vec_c96", 3, 96, 16, 20, 64, (3, 3), padding=(1, 1), off_scale=2.0),
 ]
 
 # Kernel families of the tiles (plugin_src/core/dcnFusedTiles.h, kTiles): the NCHW kernel, and the

@@ -188,7 +188,11 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
         }
         dcnPrepKernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(static_cast<T const*>(q.x),
             static_cast<T const*>(q.weight), xh, wp, p.n, static_cast<int32_t>(p.c), hw, xBlocks, segments,
-            segsPerBlock, p.kh * p.kw, S.bk == 64 ? 6 : 5, reinterpret_cast<uintptr_t>(q.weight) % 16 == 0 ? 1 : 0);
+            segsPerBlock, p.kh * p.kw, S.bk == 64 ? 6 : 5, reinterpret_cast<uintptr_t>(q.weight) % 16 == 0 ? 1 : 0,
+            sizeof(T) == 2 && hw % 8 == 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0
+                    && reinterpret_cast<uintptr_t>(xh) % 16 == 0
+                ? 1
+                : 0);
         DcnStatus s = launchError("prep kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;

@@ -17,7 +17,9 @@ constexpr int kPrepTile = 64;       // x transpose: 64 channels x 64 pixels per 
 constexpr int kPrepSegment = 4096; // weight elements one prep block permutes through shared memory
 
 /* Prep: x (NCHW) -> xh (NHWC) by 64 x 64 tiles (16 elements per thread, all loads in flight
- * before the block synchronises), then the weights -> wp. 256 threads per block; blocks
+ * before the block synchronises; with xVec, two-byte T whose planes are 16-byte aligned (hw % 8 ==
+ * 0): two 16-byte loads of 8 pixels and two 16-byte stores of 8 channels per thread), then the
+ * weights -> wp. 256 threads per block; blocks
  * [0, xBlocks) transpose, the rest permute `segsPerBlock` consecutive (output channel, channel
  * block) segments of BK * kk weights each: read in the weight's order (c, kp) and written in the K
  * order (kp, c), both coalesced through shared memory, in 16-byte vectors when w is 16-byte aligned
@@ -25,7 +27,7 @@ constexpr int kPrepSegment = 4096; // weight elements one prep block permutes th
 template <typename T>
 __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T const* __restrict__ w,
     T* __restrict__ xh, T* __restrict__ wp, int64_t n, int32_t c, int64_t hw, int64_t xBlocks, int64_t segments,
-    int32_t segsPerBlock, int32_t kk, int32_t bkShift, int32_t wVec)
+    int32_t segsPerBlock, int32_t kk, int32_t bkShift, int32_t wVec, int32_t xVec)
 {
     __shared__ T tile[kPrepTile][kPrepTile + 1];
     __shared__ __align__(16) T seg[kPrepSegment];
@@ -43,6 +45,51 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
         int const hi = threadIdx.x / kPrepTile; // 0..3
         T const* const src = x + img * c * hw;
         T* const dst = xh + img * c * hw;
+        if constexpr (sizeof(T) == 2)
+        {
+            if (xVec)
+            {
+                // Vector u of this thread: channel row ch, pixels pv .. pv + 7 (loads), and pixel
+                // px, channels cv .. cv + 7 (stores); c is a multiple of 8 here.
+                uint4 in[2];
+#pragma unroll
+                for (int u = 0; u < 2; ++u)
+                {
+                    int const v = threadIdx.x + 256 * u;
+                    int64_t const ch = c0 + (v >> 3);
+                    int64_t const px = p0 + (v & 7) * 8;
+                    in[u] = ch < c && px < hw ? *reinterpret_cast<uint4 const*>(src + ch * hw + px)
+                                              : make_uint4(0u, 0u, 0u, 0u);
+                }
+#pragma unroll
+                for (int u = 0; u < 2; ++u)
+                {
+                    int const v = threadIdx.x + 256 * u;
+                    T const* const e = reinterpret_cast<T const*>(&in[u]);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i)
+                        tile[v >> 3][(v & 7) * 8 + i] = e[i];
+                }
+                __syncthreads();
+#pragma unroll
+                for (int u = 0; u < 2; ++u)
+                {
+                    int const v = threadIdx.x + 256 * u;
+                    int const cv = (v & 7) * 8;
+                    int64_t const px = p0 + (v >> 3);
+                    if (px < hw && c0 + cv < c)
+                    {
+                        uint4 out;
+                        T* const e = reinterpret_cast<T*>(&out);
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+                            e[i] = tile[cv + i][v >> 3];
+                        *reinterpret_cast<uint4*>(dst + px * c + c0 + cv) = out;
+                    }
+                }
+                return;
+            }
+        }
         constexpr int kRows = kPrepTile / 4;
         T v[kRows];
 #pragma unroll
