@@ -29,18 +29,32 @@ namespace
 
 constexpr int kMaxDevices = 64;
 
+/* Once per kernel and device: the dynamic shared-memory limit raised to the opt-in maximum and,
+ * for tiles that split registers between warpgroups (minRegs > 0), the kernel's launch register
+ * count checked: the consumers' setmaxnreg.inc waits for registers the producers gave up, so a
+ * block launched with fewer per thread than the split assumes would wait forever. */
 template <class K>
-DcnStatus raiseSmemLimit(K kernel, Device const& d, std::atomic<uint64_t>& configured, char* msg, size_t msgLen)
+DcnStatus configureKernel(K kernel, Device const& d, std::atomic<uint64_t>& configured, int tile, int minRegs,
+    char* msg, size_t msgLen)
 {
     uint64_t const bit = uint64_t{1} << (d.id % kMaxDevices);
     if ((configured.load(std::memory_order_acquire) & bit) != 0)
         return kDCN_SUCCESS;
-    cudaError_t const err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smemOptin);
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smemOptin);
+    cudaFuncAttributes attr{};
+    if (err == cudaSuccess && minRegs > 0)
+        err = cudaFuncGetAttributes(&attr, kernel);
     if (err != cudaSuccess)
     {
-        setMsg(msg, msgLen, "fused kernel: cudaFuncSetAttribute failed: %s (%s)", cudaGetErrorName(err),
+        setMsg(msg, msgLen, "fused kernel: configuring tile %d failed: %s (%s)", tile, cudaGetErrorName(err),
             cudaGetErrorString(err));
         return kDCN_CUDA_ERROR;
+    }
+    if (minRegs > 0 && attr.numRegs < minRegs)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %d was built with %d registers per thread, its register split needs %d",
+            tile, attr.numRegs, minRegs);
+        return kDCN_UNSUPPORTED;
     }
     configured.fetch_or(bit, std::memory_order_acq_rel);
     return kDCN_SUCCESS;
@@ -179,7 +193,12 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
             setMsg(msg, msgLen, "fused kernel: the input is too large for the prep kernel's grid");
             return kDCN_UNSUPPORTED;
         }
-        CUtensorMap tmA{}; // TMA tiles: encoded before anything is launched, so a failure leaves no work queued
+        auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
+        // Before anything is launched, so that a failure leaves no work queued.
+        DcnStatus s = configureKernel(kernel, d, configured, TILE, C::PREGS > 0 ? C::LAUNCH_REGS : 0, msg, msgLen);
+        if (s != kDCN_SUCCESS)
+            return s;
+        CUtensorMap tmA{}; // TMA tiles: encoded before anything is launched, too
         if constexpr (S.tmaA)
         {
             DcnStatus const m = weightMap(tmA, wp, p, a.kg, S.bm, msg, msgLen);
@@ -193,28 +212,9 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
                     && reinterpret_cast<uintptr_t>(xh) % 16 == 0
                 ? 1
                 : 0);
-        DcnStatus s = launchError("prep kernel", p, TILE, msg, msgLen);
+        s = launchError("prep kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
-        auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
-        s = raiseSmemLimit(kernel, d, configured, msg, msgLen);
-        if (s != kDCN_SUCCESS)
-            return s;
-        if constexpr (C::PREGS > 0)
-        {
-            // The consumers' setmaxnreg.inc waits for registers the producers gave up; a block
-            // launched with fewer per thread than the split assumes would wait forever.
-            cudaFuncAttributes attr{};
-            cudaError_t const e = cudaFuncGetAttributes(&attr, kernel);
-            if (e != cudaSuccess)
-                return launchError("fused kernel (attributes)", p, TILE, msg, msgLen, e);
-            if (attr.numRegs < C::LAUNCH_REGS)
-            {
-                setMsg(msg, msgLen, "fused kernel: tile %d was built with %d registers per thread, its register split needs %d",
-                    TILE, attr.numRegs, C::LAUNCH_REGS);
-                return kDCN_UNSUPPORTED;
-            }
-        }
 #ifdef DCN_FUSED_PREP_ONLY // experiments: time the prep kernel alone
         return kDCN_SUCCESS;
 #endif
@@ -236,7 +236,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
     {
         using C = Tile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, 1>;
         auto const kernel = dcnFusedForwardKernel<T, MK, C>;
-        DcnStatus const s = raiseSmemLimit(kernel, d, configured, msg, msgLen);
+        DcnStatus const s = configureKernel(kernel, d, configured, TILE, 0, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
         kernel<<<grid, C::THREADS, C::smemBytes(a.kk, a.planSlots), stream>>>(a, static_cast<T const*>(q.x),
