@@ -18,6 +18,85 @@ namespace dcn
 namespace fused
 {
 
+/* Epilogue of the channel-vectorised tiles: the tile goes through shared memory (sT: [BM][BN + 4]
+ * FP32 over the free stages, then the BM biases) so that each warp stores consecutive pixels of one
+ * channel: bias and one rounding to T into NCHW out, or without bias the FP32 partial sums of split
+ * `split`. Fragment (mt, nt) element q of consumer thread ctid (warp w, lane l) is
+ *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
+ *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
+ *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
+template <typename T, class C>
+__device__ __forceinline__ void storeStaged(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4], float* sT,
+    int ctid, int wRow, int wn, int64_t p0, int m0, int g, int split, T const* __restrict__ bias,
+    T* __restrict__ out, float* __restrict__ partial)
+{
+    constexpr int LDT = C::BN + 4; // swapped: 2 LDT = 8 banks, a warp's 8 pixels x 4 channel pairs hit 32 banks
+    int const lane = ctid & 31;
+    int const gq = lane >> 2;
+    int const tq = lane & 3;
+    // Every consumer warp is past its last MMA (the stages are read until then).
+    barSync(15, C::CONSUMERS);
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < C::NT; ++nt)
+        {
+            if constexpr (C::SWAP)
+            {
+                int const j = mt * C::NT + nt;
+                int const ch = (ctid >> 7) * (C::BM / C::CWG) + 8 * j + 2 * tq;
+                int const px = ((ctid >> 5) & 3) * 16 + gq;
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    sT[(ch + (q & 1)) * LDT + px + 8 * (q >> 1)] = acc[mt][nt][q];
+            }
+            else
+            {
+                int const ch = wRow + mt * C::MT_STRIDE + gq;
+                int const px = wn * C::WTN + nt * 8 + 2 * tq;
+                *reinterpret_cast<float2*>(sT + ch * LDT + px) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+                *reinterpret_cast<float2*>(sT + (ch + 8) * LDT + px) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+            }
+        }
+    float* const sBias = sT + C::BM * LDT;
+    bool const withBias = a.splits == 1 && a.withBias;
+    for (int c = ctid; c < C::BM; c += C::CONSUMERS)
+        sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<T>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
+    barSync(15, C::CONSUMERS);
+    constexpr int CSTEP = C::CONSUMERS / C::BN;
+    int const px = ctid % C::BN;
+    int const c0 = ctid / C::BN;
+    int64_t const p = p0 + px;
+    if (p >= a.pixels)
+        return;
+    int const rows = a.mg - m0; // rows of the tile that exist
+    if (a.splits > 1)
+    {
+        float* dst = partial + static_cast<int64_t>(split) * a.cout * a.pixels
+            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.pixels + p;
+        int64_t const step = static_cast<int64_t>(CSTEP) * a.pixels;
+#pragma unroll 8
+        for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+        {
+            int const c = c0 + i * CSTEP;
+            if (c < rows)
+                *dst = sT[c * LDT + px];
+        }
+        return;
+    }
+    uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+    T* dst = out + n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
+        + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
+    int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
+#pragma unroll 8
+    for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+    {
+        int const c = c0 + i * CSTEP;
+        if (c < rows)
+            *dst = dcn::simple::fromFloat<T>(sT[c * LDT + px] + sBias[c]);
+    }
+}
+
 template <typename T, MathKind MK, class C>
 __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T const* sB, uint32_t fullA,
     int nChunks, int tid, int64_t p0, int m0, int g, int split, T const* __restrict__ bias, T* __restrict__ out,
@@ -53,9 +132,18 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             wgmmaFence();
 #pragma unroll
             for (int ks = 0; ks < C::BK / 16; ++ks)
+            {
+                if constexpr (C::SWAP)
 #pragma unroll
-                for (int mt = 0; mt < C::MT; ++mt)
-                    wgmmaAsync<T, C::BN>(&acc[mt][0][0], wgmmaDesc(aS + mt * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32));
+                    for (int ns = 0; ns < C::BM / C::CWG / C::SWAP_N; ++ns)
+                        wgmmaAsync<T, C::SWAP_N>(&acc[0][0][0] + ns * C::SWAP_N / 2, wgmmaDesc(bS + ks * 32),
+                            wgmmaDesc(aS + ns * C::SWAP_N * 128 + ks * 32));
+                else
+#pragma unroll
+                    for (int mt = 0; mt < C::MT; ++mt)
+                        wgmmaAsync<T, C::BN>(
+                            &acc[mt][0][0], wgmmaDesc(aS + mt * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32));
+            }
             wgmmaCommit();
 #else
             (void)aS;
@@ -88,10 +176,10 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             }
         }
     }
-    if (a.splits > 1)
-        storePartial<C>(a, acc, partial + static_cast<int64_t>(split) * a.cout * a.pixels, p0, m0, g, wRow, wn, gq, tq);
-    else
-        storeTile<T, C>(a, acc, bias, out, p0, m0, g, wRow, wn, gq, tq);
+    // The stages are free once every consumer warp is past its last MMA (storeStaged waits for
+    // that): every chunk's sample stores and weight tiles have landed.
+    storeStaged<T, C>(a, acc, reinterpret_cast<float*>(const_cast<T*>(sA)), tid, wRow, wn, p0, m0, g, split, bias,
+        out, partial);
 }
 
 } // namespace fused

@@ -36,6 +36,17 @@ struct NTile
     static constexpr bool WG = WG_;
     static constexpr bool SWZ_B = WG_;
     static constexpr int CWG = CW_ / 4;
+    // Swapped warpgroup tiles (64 pixels wide): wgmma m64n128k16 (SWAP_N = 128 or fewer output
+    // channels) with the 64 pixels as rows (A: the sample tile) and output channels as columns (B:
+    // the weight tile). Per K step a warpgroup reads the weights once and the samples once per 128
+    // output channels, where the m64n64 form reads the samples once per 64. The epilogue transposes
+    // through shared memory (storeSwapped, dcnFusedNhwcConsumers.cuh).
+#ifdef DCN_FUSED_NO_SWAP // experiments: m64n64 with output channels as rows on every warpgroup tile
+    static constexpr bool SWAP = false;
+#else
+    static constexpr bool SWAP = WG_ && BN_ == 64;
+#endif
+    static constexpr int SWAP_N = BM_ / (CW_ / 4) < 128 ? BM_ / (CW_ / 4) : 128;
     static constexpr int MT_STRIDE = WG_ ? 64 : 16;
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
@@ -94,6 +105,10 @@ struct NTile
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
     static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
+    static_assert(!SWAP || ((BM / CWG) % SWAP_N == 0 && (SWAP_N == 64 || SWAP_N == 128)), "swapped warpgroup tile");
+    static_assert(CONSUMERS % BN == 0 && 2 + 2 * STAGES < 15
+            && size_t(BM) * (BN + 4 + 1) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
+        "epilogue through shared memory (storeStaged)");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
                                     && CREGS >= PREGS && CREGS <= 256), "register split");

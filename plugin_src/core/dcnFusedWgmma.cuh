@@ -86,7 +86,9 @@ __device__ __forceinline__ void wgmmaFenceOperand(float& r)
 }
 
 /* d (N / 2 FP32 registers per thread, the m64nN accumulator fragment) += A (64 x 16) * B (16 x N),
- * both from shared memory. Defined for N = 64 and 128 (the warpgroup tiles' pixel widths). */
+ * both from shared memory. Defined for N = 64 and 128: the warpgroup tiles' pixel widths, or 128 output
+ * channels on the swapped tiles. (m64n256 does not compile in a kernel launched with 96 registers per
+ * thread: ptxas checks each instruction against the launch limit, not the setmaxnreg one.) */
 template <typename T, int N>
 __device__ __forceinline__ void wgmmaAsync(float* d, uint64_t descA, uint64_t descB);
 
