@@ -1,10 +1,12 @@
 """One fused-kernel run of one test case with one forced tile, for compute-sanitizer (racecheck):
 
     compute-sanitizer --tool racecheck --print-limit 3 python3 bench/core_race_one.py 9 float32 nonsquare_all
+    compute-sanitizer --tool racecheck python3 bench/core_race_one.py 26 float16 s_c256_dg2 --splits 4
 
-Arguments: tile index (``ALGO_FUSED_TILE + tile``), dtype (float32, float16, bfloat16) and a case
-name from tests/test_core_gpu.py (CASES) or tests/test_core_gpu_fused.py (FUSED_CASES). CuPy's
-memory pool is off so that every tensor is its own allocation. Prints the max |out - ref|.
+Arguments: tile index (``ALGO_FUSED_TILE + tile``), dtype (float32, float16, bfloat16), a case
+name from tests/test_core_gpu.py (CASES), tests/test_core_gpu_fused.py (FUSED_CASES) or
+tests/test_core_gpu_split.py (SPLIT_CASES), and optionally the K splits. CuPy's memory pool is off
+so that every tensor is its own allocation. Prints the max |out - ref|.
 """
 
 from __future__ import annotations
@@ -24,19 +26,23 @@ def main() -> int:
     cupy.cuda.set_allocator(None)
     from test_core_gpu import CASES, ensure_core_built, inputs_refs, run_core
     from test_core_gpu_fused import FUSED_CASES
+    from test_core_gpu_split import SPLIT_CASES
 
     from dcnconvert import _core_ctypes as core
 
     ap = argparse.ArgumentParser()
     ap.add_argument("tile", type=int)
     ap.add_argument("dtype", choices=["float32", "float16", "bfloat16"])
-    ap.add_argument("case", choices=[c.name for c in CASES + FUSED_CASES])
+    cases = CASES + FUSED_CASES + SPLIT_CASES
+    ap.add_argument("case", choices=[c.name for c in cases])
+    ap.add_argument("--splits", type=int, default=1)
     args = ap.parse_args()
     lib = core.load(ensure_core_built())
-    case = next(c for c in CASES + FUSED_CASES if c.name == args.case)
+    case = next(c for c in cases if c.name == args.case)
     inputs, ref, _ = inputs_refs(case, args.dtype)
-    out = run_core(lib, case, args.dtype, inputs, core.ALGO_FUSED_TILE + args.tile)
-    print(f"tile {args.tile} {args.dtype} {args.case}: max |out - ref| = {float(abs(out - ref).max()):.3e}")
+    out = run_core(lib, case, args.dtype, inputs, core.fused_algo(args.tile, args.splits))
+    err = float(abs(out - ref).max())
+    print(f"tile {args.tile} {args.dtype} {args.case} {args.splits} splits: max |out - ref| = {err:.3e}")
     return 0
 
 

@@ -228,7 +228,7 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
         s = launchError("fused kernel", p, TILE, msg, msgLen, err);
         if (s != kDCN_SUCCESS || a.splits == 1)
             return s;
-        dim3 const rgrid(static_cast<unsigned>((a.pixels + 255) / 256), static_cast<unsigned>(p.cout));
+        dim3 const rgrid(static_cast<unsigned>(((a.pixels + 3) / 4 * int64_t(p.cout) + 255) / 256));
         err = launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, a, partial, q.bias, q.out);
         return launchError("split-K reduction", p, TILE, msg, msgLen, err);
     }

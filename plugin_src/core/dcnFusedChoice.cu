@@ -162,6 +162,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
         return "a plane, the pixel count or K exceeds 32-bit tile indexing";
     if ((mg + kTiles[tile].bm - 1) / kTiles[tile].bm > 65535 || int64_t(p.group) * splits > 65535)
         return "too many channel tiles, groups or K splits for the grid";
+    if (splits > 1 && ((pixels + 3) / 4 * p.cout + 255) / 256 > INT32_MAX)
+        return "too many outputs for the split-K reduction's grid";
     if (kTiles[tile].nhwc)
     {
         if (mg * kg > INT32_MAX)
