@@ -38,7 +38,7 @@ if command -v make >/dev/null; then
 else
     step "nvcc core (no make)" bash -c "mkdir -p build && nvcc -O3 -std=c++17 --threads 0 -Xcompiler -fPIC \
         -Xcompiler -fvisibility=hidden -gencode=arch=compute_90,code=sm_90 -Iplugin_src/core -shared \
-        -o build/libdcnconvert_core.so plugin_src/core/dcnValidate.cu plugin_src/core/dcnForward.cu plugin_src/core/dcnFused.cu plugin_src/core/dcnFusedChoice.cu 2>&1 | tee -a '$OUT/env.txt'; exit \${PIPESTATUS[0]}"
+        -o build/libdcnconvert_core.so plugin_src/core/dcnValidate.cu plugin_src/core/dcnForward.cu plugin_src/core/dcnFused.cu plugin_src/core/dcnFusedChoice.cu plugin_src/core/dcnFusedCost.cu 2>&1 | tee -a '$OUT/env.txt'; exit \${PIPESTATUS[0]}"
 fi
 
 rm -f "$OUT/core_cases.jsonl"

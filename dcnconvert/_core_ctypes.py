@@ -27,6 +27,7 @@ __all__ = [
     "ALGO_FUSED_TILE",
     "ALGO_SIMPLE",
     "ALGO_SPLIT_STEP",
+    "ALGO_TAIL_STEP",
     "MAX_SPLITS",
     "BFLOAT16",
     "FLOAT16",
@@ -63,6 +64,7 @@ ALGO_SIMPLE = 1
 ALGO_FUSED = 2
 ALGO_FUSED_TILE = 100  # + tile configuration index (benchmarks and tests only)
 ALGO_SPLIT_STEP = 1000  # x (K splits - 1), added to ALGO_FUSED_TILE + tile
+ALGO_TAIL_STEP = 10000  # x (tail K splits - 1): K split on the second half of the pixel tiles only
 MAX_SPLITS = 8
 # DcnMath
 MATH_ACCURATE = 0

@@ -18,18 +18,27 @@ def _core() -> Any:
     return _core_ctypes
 
 
-def fused_algo(tile: int, splits: int = 1) -> int:
-    """The ``DcnParams.algo`` code that forces fused tile ``tile`` with its K range split ``splits`` ways.
+def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
+    """The ``DcnParams.algo`` code that forces fused tile ``tile`` with its K range split ``splits`` ways,
+    or (``tail_splits`` > 1) unsplit on the first half of the pixel tiles and split ``tail_splits``
+    ways on the rest: the split tail AUTO runs where the last wave of blocks is partial.
 
     Raises:
-        ValueError: ``splits`` outside ``1..MAX_SPLITS`` or a negative tile.
+        ValueError: ``splits`` or ``tail_splits`` outside ``1..MAX_SPLITS``, both above 1, or a
+            negative tile.
     """
     _c = _core()
-    if tile < 0 or not 1 <= splits <= _c.MAX_SPLITS:
+    if tile < 0 or not 1 <= splits <= _c.MAX_SPLITS or not 1 <= tail_splits <= _c.MAX_SPLITS:
         raise ValueError(
-            f"fused_algo(tile={tile}, splits={splits}): need tile >= 0 and 1 <= splits <= {_c.MAX_SPLITS}"
+            f"fused_algo(tile={tile}, splits={splits}, tail_splits={tail_splits}): need tile >= 0 and "
+            f"1 <= splits, tail_splits <= {_c.MAX_SPLITS}"
         )
-    return _c.ALGO_FUSED_TILE + tile + _c.ALGO_SPLIT_STEP * (splits - 1)
+    if splits > 1 and tail_splits > 1:
+        raise ValueError(
+            f"fused_algo(tile={tile}): a K split ({splits}) and a split tail ({tail_splits}) are exclusive"
+        )
+    split_code = _c.ALGO_SPLIT_STEP * (splits - 1)
+    return _c.ALGO_FUSED_TILE + tile + split_code + _c.ALGO_TAIL_STEP * (tail_splits - 1)
 
 
 # An H200: 132 SMs, 227 KiB of opt-in shared memory per block, compute capability 9.0.

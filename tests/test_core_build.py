@@ -193,6 +193,8 @@ def test_output_size_matches_python(lib: ctypes.CDLL, args: tuple) -> None:
         ("algo", 199, core.INVALID_ARGUMENT),  # tile 99 does not exist
         ("algo", 1199, core.INVALID_ARGUMENT),  # tile 99, 2 splits
         ("algo", 8100, core.INVALID_ARGUMENT),  # 9 splits
+        ("algo", 11100, core.INVALID_ARGUMENT),  # 2 splits and a split tail of 2
+        ("algo", 80100, core.INVALID_ARGUMENT),  # a split tail of 9
         ("algo", 999, core.INVALID_ARGUMENT),
     ],
 )
@@ -203,7 +205,13 @@ def test_every_field_is_validated_and_named(lib: ctypes.CDLL, field: str, value:
 
 
 def test_split_algo_codes_validate(lib: ctypes.CDLL) -> None:
-    for algo in (core.fused_algo(0), core.fused_algo(3, 2), core.fused_algo(0, core.MAX_SPLITS)):
+    for algo in (
+        core.fused_algo(0),
+        core.fused_algo(3, 2),
+        core.fused_algo(0, core.MAX_SPLITS),
+        core.fused_algo(26, 1, 2),
+        core.fused_algo(27, 1, core.MAX_SPLITS),
+    ):
         assert core.validate(_valid(algo=algo), lib) == (core.SUCCESS, ""), algo
 
 

@@ -95,6 +95,38 @@ def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: C
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
+def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case: Case, dtype: str) -> None:
+    """The split tail AUTO runs for a partial last wave (``core.fused_algo(tile, 1, t)``: the first
+    half of the pixel tiles unsplit, the rest with K split t ways, then the reduction of that part):
+    within the bound of the reference, bit-identical when run twice. s_c256_dg2 has both parts on
+    every tile; s_g2_dg4_nonsq has a single pixel tile on the 64-pixel tiles, all of it the tail."""
+    inputs, ref, absref = inputs_refs(case, dtype)
+    ran = 0
+    for tile in SPLIT_TILES:
+        if (
+            (dtype == "float32" and tile in FP16_ONLY_TILES)
+            or (dtype != "float32" and tile in FP32_ONLY_TILES)
+            or (tile in TMA_TILES and not device_has_tma())
+            or (tile in WGMMA_TILES and not device_has_wgmma())
+        ):
+            continue
+        for tail in (2, 3, core.MAX_SPLITS):
+            algo = core.fused_algo(tile, 1, tail)
+            try:
+                out = run_core(lib, case, dtype, inputs, algo)
+            except UnsupportedNodeError as exc:
+                assert "do not fit the workspace" in str(exc), str(exc)
+                continue
+            ran += 1
+            check_close(out, ref, dtype, None if dtype == "float32" else absref)
+            again = run_core(lib, case, dtype, inputs, algo)
+            assert np.array_equal(out, again), f"tile {tile}, tail of {tail} splits: two runs differ"
+    assert ran >= 10, f"only {ran} (tile, tail) combinations ran"
+
+
+@pytest.mark.gpu
 def test_auto_on_a_split_case_matches_reference(lib, need_fused) -> None:
     case = SPLIT_CASES[0]
     for dtype in DTYPES:
@@ -109,12 +141,15 @@ def test_nchw_tiles_do_not_split(lib, need_fused) -> None:
     inputs, _, _ = inputs_refs(case, "float16")
     with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
         run_core(lib, case, "float16", inputs, core.fused_algo(8, 2))
+    with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
+        run_core(lib, case, "float16", inputs, core.fused_algo(8, 1, 2))
 
 
 def test_fused_algo_codes() -> None:
     assert core.fused_algo(3) == core.ALGO_FUSED_TILE + 3
     assert core.fused_algo(7, 2) == core.ALGO_FUSED_TILE + 7 + core.ALGO_SPLIT_STEP
-    for bad in ((-1, 1), (0, 0), (0, core.MAX_SPLITS + 1)):
+    assert core.fused_algo(26, 1, 4) == core.ALGO_FUSED_TILE + 26 + 3 * core.ALGO_TAIL_STEP
+    for bad in ((-1, 1), (0, 0), (0, core.MAX_SPLITS + 1), (0, 1, 0), (0, 1, core.MAX_SPLITS + 1), (0, 2, 2)):
         with pytest.raises(ValueError):
             core.fused_algo(*bad)
 

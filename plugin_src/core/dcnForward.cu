@@ -167,9 +167,10 @@ DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void con
     {
         int32_t const code = p->algo >= kDCN_ALGO_FUSED_TILE ? p->algo - kDCN_ALGO_FUSED_TILE : -1;
         int32_t const tile = code >= 0 ? code % kDCN_ALGO_SPLIT_STEP : -1;
-        int32_t const splits = code >= 0 ? code / kDCN_ALGO_SPLIT_STEP + 1 : 0;
-        DcnStatus const f = dcn::fused::forward(
-            *p, tile, splits, x, offset, mask, weight, bias, out, workspace, workspaceSize, stream, msg, msgLen);
+        int32_t const splits = code >= 0 ? code % kDCN_ALGO_TAIL_STEP / kDCN_ALGO_SPLIT_STEP + 1 : 0;
+        int32_t const tail = code >= 0 ? code / kDCN_ALGO_TAIL_STEP + 1 : 1;
+        DcnStatus const f = dcn::fused::forward(*p, tile, splits, tail, x, offset, mask, weight, bias, out, workspace,
+            workspaceSize, stream, msg, msgLen);
         if (f != kDCN_UNSUPPORTED || p->algo != kDCN_ALGO_AUTO)
         {
             return f;

@@ -9,6 +9,7 @@
 #include "dcnFused.h"
 #include "dcnFusedTiles.h"
 #include "dcnFusedAux.cuh"
+#include "dcnFusedLaunch.h"
 #include "dcnInternal.h"
 
 #include <cuda.h> // CUtensorMap and its enums only: the encoder comes from the runtime's driver entry points
@@ -26,53 +27,6 @@ namespace fused
 {
 namespace
 {
-
-constexpr int kMaxDevices = 64;
-
-/* Once per kernel and device: the dynamic shared-memory limit raised to the opt-in maximum and,
- * for tiles that split registers between warpgroups (minRegs > 0), the kernel's launch register
- * count checked: the consumers' setmaxnreg.inc waits for registers the producers gave up, so a
- * block launched with fewer per thread than the split assumes would wait forever. */
-template <class K>
-DcnStatus configureKernel(K kernel, Device const& d, std::atomic<uint64_t>& configured, int tile, int minRegs,
-    char* msg, size_t msgLen)
-{
-    uint64_t const bit = uint64_t{1} << (d.id % kMaxDevices);
-    if ((configured.load(std::memory_order_acquire) & bit) != 0)
-        return kDCN_SUCCESS;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, d.smemOptin);
-    cudaFuncAttributes attr{};
-    if (err == cudaSuccess && minRegs > 0)
-        err = cudaFuncGetAttributes(&attr, kernel);
-    if (err != cudaSuccess)
-    {
-        setMsg(msg, msgLen, "fused kernel: configuring tile %d failed: %s (%s)", tile, cudaGetErrorName(err),
-            cudaGetErrorString(err));
-        return kDCN_CUDA_ERROR;
-    }
-    if (minRegs > 0 && attr.numRegs < minRegs)
-    {
-        setMsg(msg, msgLen, "fused kernel: tile %d was built with %d registers per thread, its register split needs %d",
-            tile, attr.numRegs, minRegs);
-        return kDCN_UNSUPPORTED;
-    }
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-    return kDCN_SUCCESS;
-}
-
-/* The status of the launch just made: launchErr (what cudaLaunchKernelEx returned) or, for <<<>>>
- * launches, the last error; either way the last error is cleared. */
-DcnStatus launchError(
-    char const* what, DcnParams const& p, int tile, char* msg, size_t msgLen, cudaError_t launchErr = cudaSuccess)
-{
-    cudaError_t const last = cudaGetLastError();
-    cudaError_t const err = launchErr != cudaSuccess ? launchErr : last;
-    if (err == cudaSuccess)
-        return kDCN_SUCCESS;
-    setMsg(msg, msgLen, "launch of the %s (%s, tile %d: %d x %d) failed: %s (%s)", what, dtypeName(p.dtype), tile,
-        kTiles[tile].bm, kTiles[tile].bn, cudaGetErrorName(err), cudaGetErrorString(err));
-    return kDCN_CUDA_ERROR;
-}
 
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, cuuint64_t const*,
     cuuint64_t const*, cuuint32_t const*, cuuint32_t const*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -131,26 +85,6 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
     return kDCN_SUCCESS;
 }
 
-/* Launch on `stream`; with pdl, as a programmatic dependent launch (sm_90: the kernel may start
- * while the previous one finishes, and waits for it with griddepcontrol.wait where it reads its
- * outputs; dcnFusedTma.cuh). */
-template <typename... KArgs, typename... Args>
-cudaError_t launchEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-    Args... args)
-{
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-}
-
 struct Ptrs
 {
     void const *x, *offset, *mask, *weight, *bias;
@@ -159,8 +93,8 @@ struct Ptrs
 };
 
 template <typename T, MathKind MK, int TILE>
-DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Ptrs const& q, cudaStream_t stream,
-    char* msg, size_t msgLen)
+DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
+    cudaStream_t stream, char* msg, size_t msgLen)
 {
     constexpr TileShape S = kTiles[TILE];
     dim3 const grid(static_cast<unsigned>((a.pixels + S.bn - 1) / S.bn), static_cast<unsigned>((a.mg + S.bm - 1) / S.bm),
@@ -223,18 +157,41 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
 #else
         bool const pdl = builtSm90For(d.ccMajor);
 #endif
-        cudaError_t err = launchEx(pdl, kernel, grid, dim3(C::THREADS), C::smemBytes(a.kk, a.planSlots), stream, a, xh,
-            q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
+        size_t const smem = C::smemBytes(a.kk, a.planSlots);
+        // A split tail (c.tailSplits > 1, a.splits == 1): the first pixel tiles unsplit, then the
+        // last c.tailTiles with K split, whose partial sums the reduction adds up.
+        FusedArgs at = a;
+        dim3 tgrid = grid;
+        if (c.tailSplits > 1)
+        {
+            dim3 const head(grid.x - static_cast<unsigned>(c.tailTiles), grid.y, grid.z);
+            if (head.x > 0)
+            {
+                cudaError_t const e = launchEx(pdl, kernel, head, dim3(C::THREADS), smem, stream, a, xh, q.offset,
+                    q.mask, wp, q.bias, q.out, partial, tmA);
+                s = launchError("fused kernel", p, TILE, msg, msgLen, e);
+                if (s != kDCN_SUCCESS)
+                    return s;
+            }
+            at.splits = c.tailSplits;
+            at.tileBase = static_cast<int32_t>(head.x);
+            at.pixBase = static_cast<int32_t>(head.x * S.bn);
+            tgrid = dim3(static_cast<unsigned>(c.tailTiles), grid.y, static_cast<unsigned>(p.group * c.tailSplits));
+        }
+        cudaError_t err = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, at, xh, q.offset, q.mask, wp,
+            q.bias, q.out, partial, tmA);
         s = launchError("fused kernel", p, TILE, msg, msgLen, err);
-        if (s != kDCN_SUCCESS || a.splits == 1)
+        if (s != kDCN_SUCCESS || at.splits == 1)
             return s;
-        dim3 const rgrid(static_cast<unsigned>(((a.pixels + 3) / 4 * int64_t(p.cout) + 255) / 256));
-        err = launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, a, partial, q.bias, q.out);
+        int64_t const len = a.pixels - at.pixBase;
+        dim3 const rgrid(static_cast<unsigned>(((len + 3) / 4 * int64_t(p.cout) + 255) / 256));
+        err = launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, at, partial, q.bias, q.out);
         return launchError("split-K reduction", p, TILE, msg, msgLen, err);
     }
     else
     {
         using C = Tile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, 1>;
+        (void)c; // no K split, no split tail
         auto const kernel = dcnFusedForwardKernel<T, MK, C>;
         DcnStatus const s = configureKernel(kernel, d, configured, TILE, 0, msg, msgLen);
         if (s != kDCN_SUCCESS)
@@ -247,42 +204,42 @@ DcnStatus launchTile(DcnParams const& p, FusedArgs const& a, Device const& d, Pt
 }
 
 template <typename T, MathKind MK>
-DcnStatus launchMath(DcnParams const& p, int tile, FusedArgs const& a, Device const& d, Ptrs const& q,
+DcnStatus launchMath(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
-    switch (tile)
+    switch (c.tile)
     {
-    case 0: return launchTile<T, MK, 0>(p, a, d, q, stream, msg, msgLen);
-    case 1: return launchTile<T, MK, 1>(p, a, d, q, stream, msg, msgLen);
-    case 2: return launchTile<T, MK, 2>(p, a, d, q, stream, msg, msgLen);
-    case 3: return launchTile<T, MK, 3>(p, a, d, q, stream, msg, msgLen);
-    case 4: return launchTile<T, MK, 4>(p, a, d, q, stream, msg, msgLen);
-    case 5: return launchTile<T, MK, 5>(p, a, d, q, stream, msg, msgLen);
-    case 6: return launchTile<T, MK, 6>(p, a, d, q, stream, msg, msgLen);
-    case 7: return launchTile<T, MK, 7>(p, a, d, q, stream, msg, msgLen);
-    case 8: return launchTile<T, MK, 8>(p, a, d, q, stream, msg, msgLen);
-    case 9: return launchTile<T, MK, 9>(p, a, d, q, stream, msg, msgLen);
-    case 10: return launchTile<T, MK, 10>(p, a, d, q, stream, msg, msgLen);
-    case 11: return launchTile<T, MK, 11>(p, a, d, q, stream, msg, msgLen);
-    case 12: return launchTile<T, MK, 12>(p, a, d, q, stream, msg, msgLen);
-    case 13: return launchTile<T, MK, 13>(p, a, d, q, stream, msg, msgLen);
-    case 14: return launchTile<T, MK, 14>(p, a, d, q, stream, msg, msgLen);
-    case 15: return launchTile<T, MK, 15>(p, a, d, q, stream, msg, msgLen);
-    case 16: return launchTile<T, MK, 16>(p, a, d, q, stream, msg, msgLen);
-    case 17: return launchTile<T, MK, 17>(p, a, d, q, stream, msg, msgLen);
-    case 18: return launchTile<T, MK, 18>(p, a, d, q, stream, msg, msgLen);
-    case 19: return launchTile<T, MK, 19>(p, a, d, q, stream, msg, msgLen);
-    case 20: return launchTile<T, MK, 20>(p, a, d, q, stream, msg, msgLen);
-    case 21: return launchTile<T, MK, 21>(p, a, d, q, stream, msg, msgLen);
-    case 22: return launchTile<T, MK, 22>(p, a, d, q, stream, msg, msgLen);
-    case 23: return launchTile<T, MK, 23>(p, a, d, q, stream, msg, msgLen);
-    case 24: return launchTile<T, MK, 24>(p, a, d, q, stream, msg, msgLen);
-    case 25: return launchTile<T, MK, 25>(p, a, d, q, stream, msg, msgLen);
-    case 26: return launchTile<T, MK, 26>(p, a, d, q, stream, msg, msgLen);
-    case 27: return launchTile<T, MK, 27>(p, a, d, q, stream, msg, msgLen);
+    case 0: return launchTile<T, MK, 0>(p, c, a, d, q, stream, msg, msgLen);
+    case 1: return launchTile<T, MK, 1>(p, c, a, d, q, stream, msg, msgLen);
+    case 2: return launchTile<T, MK, 2>(p, c, a, d, q, stream, msg, msgLen);
+    case 3: return launchTile<T, MK, 3>(p, c, a, d, q, stream, msg, msgLen);
+    case 4: return launchTile<T, MK, 4>(p, c, a, d, q, stream, msg, msgLen);
+    case 5: return launchTile<T, MK, 5>(p, c, a, d, q, stream, msg, msgLen);
+    case 6: return launchTile<T, MK, 6>(p, c, a, d, q, stream, msg, msgLen);
+    case 7: return launchTile<T, MK, 7>(p, c, a, d, q, stream, msg, msgLen);
+    case 8: return launchTile<T, MK, 8>(p, c, a, d, q, stream, msg, msgLen);
+    case 9: return launchTile<T, MK, 9>(p, c, a, d, q, stream, msg, msgLen);
+    case 10: return launchTile<T, MK, 10>(p, c, a, d, q, stream, msg, msgLen);
+    case 11: return launchTile<T, MK, 11>(p, c, a, d, q, stream, msg, msgLen);
+    case 12: return launchTile<T, MK, 12>(p, c, a, d, q, stream, msg, msgLen);
+    case 13: return launchTile<T, MK, 13>(p, c, a, d, q, stream, msg, msgLen);
+    case 14: return launchTile<T, MK, 14>(p, c, a, d, q, stream, msg, msgLen);
+    case 15: return launchTile<T, MK, 15>(p, c, a, d, q, stream, msg, msgLen);
+    case 16: return launchTile<T, MK, 16>(p, c, a, d, q, stream, msg, msgLen);
+    case 17: return launchTile<T, MK, 17>(p, c, a, d, q, stream, msg, msgLen);
+    case 18: return launchTile<T, MK, 18>(p, c, a, d, q, stream, msg, msgLen);
+    case 19: return launchTile<T, MK, 19>(p, c, a, d, q, stream, msg, msgLen);
+    case 20: return launchTile<T, MK, 20>(p, c, a, d, q, stream, msg, msgLen);
+    case 21: return launchTile<T, MK, 21>(p, c, a, d, q, stream, msg, msgLen);
+    case 22: return launchTile<T, MK, 22>(p, c, a, d, q, stream, msg, msgLen);
+    case 23: return launchTile<T, MK, 23>(p, c, a, d, q, stream, msg, msgLen);
+    case 24: return launchTile<T, MK, 24>(p, c, a, d, q, stream, msg, msgLen);
+    case 25: return launchTile<T, MK, 25>(p, c, a, d, q, stream, msg, msgLen);
+    case 26: return launchTile<T, MK, 26>(p, c, a, d, q, stream, msg, msgLen);
+    case 27: return launchTile<T, MK, 27>(p, c, a, d, q, stream, msg, msgLen);
     default: break;
     }
-    setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", tile, kTileCount - 1);
+    setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", c.tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
 static_assert(kTileCount == 28, "launchMath lists every tile");
@@ -327,7 +284,7 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, i
 
 } // namespace
 
-DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, void const* x, void const* offset,
+DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tailSplits, void const* x, void const* offset,
     void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
@@ -360,18 +317,27 @@ DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, void const* 
             setMsg(msg, msgLen, "fused kernel (tile %d, %d K splits): %s", c.tile, c.splits, why);
             return kDCN_UNSUPPORTED;
         }
+        if (tailSplits > 1)
+        {
+            c = forcedTail(p, c.tile, tailSplits, workspaceSize);
+            if (c.tailSplits < 2)
+            {
+                setMsg(msg, msgLen, "fused kernel (tile %d, split tail of %d K splits): %s", tile, tailSplits,
+                    kTiles[tile].nhwc ? "the tail's K splits do not fit the workspace" : "only the channel-vectorised tiles split K");
+                return kDCN_UNSUPPORTED;
+            }
+        }
     }
-    tile = c.tile;
-    FusedArgs const a = makeArgs(p, weight, kTiles[tile], c.splits);
+    FusedArgs const a = makeArgs(p, weight, kTiles[c.tile], c.splits);
     Ptrs const ptrs{x, offset, mask, weight, bias, out, workspace};
     switch (p.dtype)
     {
-    case kDCN_FLOAT16: return launchMath<__half, MathKind::kNative>(p, tile, a, d, ptrs, stream, msg, msgLen);
-    case kDCN_BFLOAT16: return launchMath<__nv_bfloat16, MathKind::kNative>(p, tile, a, d, ptrs, stream, msg, msgLen);
+    case kDCN_FLOAT16: return launchMath<__half, MathKind::kNative>(p, c, a, d, ptrs, stream, msg, msgLen);
+    case kDCN_BFLOAT16: return launchMath<__nv_bfloat16, MathKind::kNative>(p, c, a, d, ptrs, stream, msg, msgLen);
     case kDCN_FLOAT32:
         if (p.math == kDCN_MATH_TF32)
-            return launchMath<float, MathKind::kTf32>(p, tile, a, d, ptrs, stream, msg, msgLen);
-        return launchMath<float, MathKind::k3xTf32>(p, tile, a, d, ptrs, stream, msg, msgLen);
+            return launchMath<float, MathKind::kTf32>(p, c, a, d, ptrs, stream, msg, msgLen);
+        return launchMath<float, MathKind::k3xTf32>(p, c, a, d, ptrs, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: no implementation for dtype %d", p.dtype);

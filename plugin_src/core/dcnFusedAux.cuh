@@ -189,26 +189,27 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
     }
 }
 
-/* Split-K epilogue: out[n][co][r] = bias[co] + sum over s of partial[s][co][p] (p = n * howo + r),
- * the splits added in order (deterministic). One thread per 4 consecutive pixels of one output
+/* Split-K epilogue: out[n][co][r] = bias[co] + sum over s of partial[s][co][p - pixBase] for the
+ * pixels p = n * howo + r >= a.pixBase, the splits added in order (deterministic). One thread per 4 consecutive pixels of one output
  * channel, with all its loads in flight at once (16-byte loads when the rows of partial sums are
- * 16-byte aligned, pixels % 4 == 0), so that a typical layer's reduction is about one wave of
- * blocks. Grid: ceil(cout * ceil(pixels / 4) / 256) blocks of 256. */
+ * 16-byte aligned, (pixels - pixBase) % 4 == 0), so that a typical layer's reduction is about one
+ * wave of blocks. Grid: ceil(cout * ceil((pixels - pixBase) / 4) / 256) blocks of 256. */
 template <typename T>
 __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, float const* __restrict__ partial,
     T const* __restrict__ bias, T* __restrict__ out)
 {
     gridDependencyWait(); // the partial sums are complete (programmatic dependent launch, sm_90)
-    int64_t const quads = (static_cast<int64_t>(a.pixels) + 3) / 4;
+    int64_t const len = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of a row of partial sums
+    int64_t const quads = (len + 3) / 4;
     int64_t const q = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
     if (q >= quads * a.cout)
         return;
     int64_t const co = q / quads;
-    int64_t const p0 = (q - co * quads) * 4;
-    int64_t const plane = static_cast<int64_t>(a.cout) * a.pixels;
-    float const* const src = partial + co * a.pixels + p0;
+    int64_t const i0 = (q - co * quads) * 4; // in the row
+    int64_t const plane = static_cast<int64_t>(a.cout) * len;
+    float const* const src = partial + co * len + i0;
     float4 v[kDCN_MAX_SPLITS];
-    if (a.pixels % 4 == 0)
+    if (len % 4 == 0)
     {
 #pragma unroll
         for (int s = 0; s < kDCN_MAX_SPLITS; ++s)
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
             float e[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-                e[j] = s < a.splits && p0 + j < a.pixels ? src[s * plane + j] : 0.0f;
+                e[j] = s < a.splits && i0 + j < len ? src[s * plane + j] : 0.0f;
             v[s] = make_float4(e[0], e[1], e[2], e[3]);
         }
     }
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
 #pragma unroll
     for (int j = 0; j < 4; ++j)
     {
-        int64_t const p = p0 + j;
+        int64_t const p = a.pixBase + i0 + j;
         if (p < a.pixels)
         {
             uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));

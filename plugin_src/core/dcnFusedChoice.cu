@@ -1,6 +1,7 @@
 /*
  * dcnconvert core: the fused kernels' host-side choices: device query, support checks, the tile
- * order, K splits and the workspace size (dcnFusedTiles.h). The launches are in dcnFused.cu.
+ * order, K splits and the workspace size (dcnFusedTiles.h). The cost estimate that picks a tile is
+ * in dcnFusedCost.cu, the launches are in dcnFused.cu.
  */
 #include "dcnFused.h"
 #include "dcnFusedTiles.h"
@@ -21,17 +22,12 @@ namespace
 
 constexpr size_t kAlign = 256;
 /* Split-K (channel-vectorised kernel only): at most kDCN_MAX_SPLITS splits of at least
- * kMinSplitChunks chunks each, and only while fewer than kSplitBlocks blocks of 128 x 64 would
- * cover the output (the workspace holds the FP32 partial sums of capSplits() splits). */
-constexpr int kMinSplitChunks = 9;
+ * kMinSplitChunks chunks each (dcnFusedTiles.h), and only while fewer than kSplitBlocks blocks of
+ * 128 x 64 would cover the output (the workspace holds the FP32 partial sums of capSplits()
+ * splits). */
 constexpr int64_t kSplitBlocks = 512;
 
-/* K of one group in 32-channel chunks, and the 128-row channel tiles of all groups: the units of
- * the split limits and of the cost estimate. */
-int64_t chunks32(DcnParams const& p)
-{
-    return p.c / p.group * p.kh * p.kw / 32;
-}
+/* The 128-row channel tiles of all groups: a unit of the split limits. */
 int64_t channelTiles128(DcnParams const& p)
 {
     return (p.cout / p.group + 127) / 128 * p.group;
@@ -100,9 +96,6 @@ int planSlots(DcnParams const& p, TileShape const& t)
     return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);
 }
 
-namespace
-{
-
 size_t smemBytesFor(int tile, DcnParams const& p)
 {
     TileShape const& t = kTiles[tile];
@@ -114,8 +107,6 @@ size_t smemBytesFor(int tile, DcnParams const& p)
     return t.stages * (ab + bb) + size_t(planSlots(p, t)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t))
         + tmaExtra;
 }
-
-} // namespace
 
 /* Whether the channel-vectorised kernel applies (device-independent: it sizes the workspace). */
 bool nhwcApplies(DcnParams const& p, int bk)
@@ -209,111 +200,6 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
     for (int t : all)
         order[n++] = t;
     return n;
-}
-
-/* Time of one 32-channel K chunk of a block of `tile` relative to tile 7's, fitted to the H200
- * timings of bench/fused_tiles.py (docs/fused_kernel_notes.md); 0 for tiles the estimate leaves
- * out. The cp.async and TMA tiles are left out where their weight tile has rows past the group's
- * output channels (measured slower there), except those with 16 producer warps (CenterNet 64 -> 64:
- * tile 25 23.6 us against 32.5 for the tile chosen before). */
-float chunkWeight(int tile, DcnParams const& p)
-{
-    bool const fp32 = p.dtype == kDCN_FLOAT32;
-    bool const tf32 = fp32 && p.math == kDCN_MATH_TF32; // else FP32 is 3xTF32, bound by its consumers
-    bool const bf16 = p.dtype == kDCN_BFLOAT16;
-    int64_t const mg = p.cout / p.group;
-    if ((kTiles[tile].asyncA || kTiles[tile].tmaA) && kTiles[tile].bm > mg && kTiles[tile].pregs == 0)
-        return 0.0f;
-    switch (tile)
-    {
-    case 7: return 1.0f;
-    case 5: return tf32 ? 0.72f : fp32 ? (mg > 64 ? 0.45f : 0.6f) : 0.82f; // FP32: refitted in session 5
-    case 4: return mg > 64 ? 0.0f : fp32 ? 0.6f : 0.8f;
-    case 10: return fp32 ? 0.0f : 0.83f; // 64-channel chunks: FP16/BF16 only
-    case 11: return fp32 ? 0.0f : 0.67f;
-    case 12: return fp32 ? 0.0f : 0.8f;
-    case 13: return fp32 ? 0.0f : 0.61f;
-    case 14: return fp32 ? 0.0f : 0.92f;
-    case 15: return fp32 ? 0.0f : 0.74f;
-    case 16: return fp32 ? 0.0f : 1.3f;
-    case 17: return fp32 ? 0.0f : 0.59f; // tile 13 with twice the producers: 2-5% faster (session 4)
-    // TMA tiles (sm_90+; fp32 is rejected by unsupportedReason): 8-27% faster than tiles 12, 17, 16
-    // (session 5, FP16 on R50-c4, BEV-c4, R50-c5, DBNet-c4, OCD-l4, DLA 512->256@16x16).
-    case 18: return 0.72f;
-    case 19: return 0.49f;
-    case 20: return 1.1f;
-    // Tile 20 with warpgroup MMAs: 0-4% faster in FP16, 6-9% in BF16 (BEV-c4, DBNet-c4, OCD-l4);
-    // on tiles 18 and 19 they measured no gain and were not kept (docs/fused_kernel_notes.md).
-    case 21: return 1.05f;
-    // Tiles 7 and 5 with TMA weights (FP32 only): 4-16% faster than them (session 5, R50-c3/c4/c5,
-    // BEV-c4, DBNet-c4, OCD-l4).
-    case 22: return tf32 ? 0.86f : fp32 ? 0.93f : 0.0f;
-    case 23: return tf32 ? 0.86f : fp32 ? 0.43f : 0.0f; // TF32: two blocks per SM (coResident)
-    // Warpgroup tiles of session 6 (FP16/BF16; fitted on R50-c3/c3-s2/c4/c5, BEV-c4, CenterNet-64,
-    // DBNet-c4, DLA 512->256@16x16, OCD-l4). 128 x 128 with 8 producer warps: BF16 only (FP16 has
-    // tile 25); with 16 producer warps FP16 only (BF16's FP32 sums spill at 72 registers).
-    case 24: return fp32 || !bf16 ? 0.0f : 1.0f;
-    case 25: return fp32 || bf16 ? 0.0f : 0.7f;
-    // 16 producer warps (setmaxnreg): 13-21% faster than tile 21 (BEV-c4, DBNet-c4, R50-c5).
-    case 26: return fp32 ? 0.0f : 0.75f;
-    case 27: return fp32 ? 0.0f : bf16 ? 0.55f : 0.65f;
-    default: return 0.0f;
-    }
-}
-
-/* Blocks of `tile` that share an SM at full speed each (fitted like chunkWeight): tile 23 in TF32
- * (111 registers x 288 threads; a block alone leaves half the SM idle: R50-c5 with 2 K splits,
- * 264 blocks, took 69.8 us against 117.3 us for 132 blocks without a split, session 5). */
-int coResident(int tile, DcnParams const& p, Device const& d)
-{
-    bool const two = tile == 23 && p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32;
-    // and only where two blocks' shared memory fits (the SM has the opt-in limit plus 1 KiB)
-    return two && 2 * (smemBytesFor(tile, p) + 1024) <= static_cast<size_t>(d.smemOptin) + 1024 ? 2 : 1;
-}
-
-/* Per-block work outside the K walk (sampling plan, pipeline fill and drain, epilogue) and the
- * split-K reduction, in 32-channel chunks of tile 7 (fitted with chunkWeight). The 16-producer
- * tiles cost more per block (measured on the small CenterNet layers: tile 25 with 4 K splits took
- * 24.6 us on DLA 128 -> 128@64x64 against 17.0 for tile 19 unsplit). */
-constexpr float kReduceFixed = 2.0f;
-float blockFixed(int tile)
-{
-    return tile == 25 ? 40.0f : tile == 26 || tile == 27 ? 30.0f : 20.0f;
-}
-
-/* The channel-vectorised (tile, splits) with the least estimated time:
- * chunkWeight x waves x (chunks per split + blockFixed) (+ kReduceFixed when K is split). */
-Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize)
-{
-    Choice best;
-    float bestCost = 0.0f;
-    int64_t const mg = p.cout / p.group;
-    int64_t const pixels = p.n * p.ho * p.wo;
-    int64_t const chunks = chunks32(p);
-    int const cap = capSplits(p);
-    for (int t = 0; t < kTileCount; ++t)
-    {
-        float const w = chunkWeight(t, p);
-        if (w <= 0.0f)
-            continue;
-        int64_t const units = (mg + kTiles[t].bm - 1) / kTiles[t].bm * ((pixels + kTiles[t].bn - 1) / kTiles[t].bn) * p.group;
-        for (int s = 1; s <= cap || s == 1; ++s)
-        {
-            if (unsupportedReason(p, t, s, d, workspaceSize) != nullptr)
-                continue;
-            int64_t const slots = int64_t(d.sms) * coResident(t, p, d);
-            int64_t const waves = (units * s + slots - 1) / slots;
-            float const cost
-                = w * float(waves) * (float((chunks + s - 1) / s) + blockFixed(t)) + (s > 1 ? kReduceFixed : 0.0f);
-            if (best.tile < 0 || cost < bestCost)
-            {
-                best.tile = t;
-                best.splits = s;
-                bestCost = cost;
-            }
-        }
-    }
-    return best;
 }
 
 } // namespace

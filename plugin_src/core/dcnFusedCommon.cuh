@@ -35,6 +35,9 @@ struct FusedArgs
     int32_t withBias;
     int32_t aVec; // weight rows are 16-byte aligned: vector loads
     int32_t splits; // K splits (channel-vectorised kernel; 1 elsewhere)
+    // Channel-vectorised kernel: block x covers pixel tile x + tileBase (a launch of the last pixel
+    // tiles only, split); its partial sums are stored relative to pixel pixBase (= tileBase x BN).
+    int32_t tileBase, pixBase;
     FastDiv divCPerDg, divHoWo, divWo;
 };
 
@@ -222,33 +225,6 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)
                 {
                     if (rowOut[mt][h] >= 0)
                         out[rowOut[mt][h] + col] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv[mt][h]);
-                }
-        }
-}
-
-/* Split-K epilogue: the warp's FP32 sums, without bias, to part[g * mg + m][p] (pixels p of all
- * images in a row; dcnSplitReduceKernel finishes them). */
-template <class C>
-__device__ __forceinline__ void storePartial(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
-    float* __restrict__ part, int64_t p0, int m0, int g, int wRow, int wn, int gq, int tq)
-{
-#pragma unroll
-    for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-        {
-            int const m = m0 + wRow + mt * C::MT_STRIDE + gq + 8 * h;
-            if (m >= a.mg)
-                continue;
-            float* const row = part + (static_cast<int64_t>(g) * a.mg + m) * a.pixels;
-#pragma unroll
-            for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                {
-                    int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
-                    if (p < a.pixels)
-                        row[p] = acc[mt][nt][2 * h + e];
                 }
         }
 }

@@ -32,7 +32,7 @@ namespace fused
 
 /* out = bias + wp * S over the NHWC input xh (see the file comment). With a.splits > 1, block z
  * = g * splits + split walks only its share of the K chunks and stores FP32 partial sums (no bias)
- * to partial[split][g * mg + m][pixel]; dcnSplitReduceKernel adds them up. tmA: the tensor map of
+ * to partial[split][g * mg + m][pixel - pixBase]; dcnSplitReduceKernel adds them up. tmA: the tensor map of
  * wp (C::TMA_A only; rows g * mg + m, columns k'), see launchTile in dcnFused.cu. */
 template <typename T, MathKind MK, class C>
 __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restrict__ xh, T const* __restrict__ offset,
@@ -52,7 +52,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     gridDependencyTrigger(); // the split-K reduction may be scheduled (it waits for this grid)
     int const g = static_cast<int>(blockIdx.z) / a.splits;
     int const split = static_cast<int>(blockIdx.z) - g * a.splits;
-    int64_t const p0 = static_cast<int64_t>(blockIdx.x) * C::BN;
+    int64_t const p0 = (static_cast<int64_t>(blockIdx.x) + a.tileBase) * C::BN;
     int const m0 = blockIdx.y * C::BM;
     int const allChunks = a.kg / C::BK; // kg is a multiple of BK here
     int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);

@@ -72,9 +72,10 @@ __device__ __forceinline__ void storeStaged(FusedArgs const& a, float const (&ac
     int const rows = a.mg - m0; // rows of the tile that exist
     if (a.splits > 1)
     {
-        float* dst = partial + static_cast<int64_t>(split) * a.cout * a.pixels
-            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.pixels + p;
-        int64_t const step = static_cast<int64_t>(CSTEP) * a.pixels;
+        int64_t const rowLen = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of the launch's tiles
+        float* dst = partial + static_cast<int64_t>(split) * a.cout * rowLen
+            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * rowLen + (p - a.pixBase);
+        int64_t const step = static_cast<int64_t>(CSTEP) * rowLen;
 #pragma unroll 8
         for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
         {

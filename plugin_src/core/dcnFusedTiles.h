@@ -86,14 +86,20 @@ struct Choice
 {
     int tile = -1;
     int splits = 1;
+    // AUTO with splits == 1 over more than one wave of blocks: the last tailTiles pixel tiles (the
+    // partial last wave) run as a separate launch with K split tailSplits ways (1: no such launch).
+    int tailTiles = 0;
+    int tailSplits = 1;
 };
 
 DcnStatus queryDevice(Device& d, char* msg, size_t msgLen);
 size_t elemBytes(DcnParams const& p);
 size_t alignUp(size_t v);
 
-/* Plan slots of p's sampling plans in tile t's kernel (see the definition). */
+/* Plan slots of p's sampling plans in tile t's kernel (see the definition), and the kernel's
+ * shared memory per block. */
 int planSlots(DcnParams const& p, TileShape const& t);
+size_t smemBytesFor(int tile, DcnParams const& p);
 
 /* Workspace layout of the channel-vectorised kernel: the NHWC copy of x and the permuted weights
  * (nhwcBytes), then room for the FP32 partial sums of the K splits capSplits(p) allows (see
@@ -104,6 +110,22 @@ size_t nhwcBytes(DcnParams const& p);
 
 /* Why `tile` with `splits` cannot run p on d, or nullptr when it can. */
 char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize);
+
+/* Split-K: at least kMinSplitChunks chunks per split. chunks32: K of one group in 32-channel
+ * chunks (the unit of the split limits and of the cost estimate). */
+constexpr int kMinSplitChunks = 9;
+inline int64_t chunks32(DcnParams const& p)
+{
+    return p.c / p.group * p.kh * p.kw / 32;
+}
+
+/* The channel-vectorised choice (tile, splits, split tail) with the least estimated time on d
+ * (dcnFusedCost.cu); tile -1 when none applies. */
+Choice bestNhwc(DcnParams const& p, Device const& d, size_t workspaceSize);
+
+/* Tile `tile` unsplit on the first half of p's pixel tiles and with K split tailSplits ways on the
+ * rest (tailSplits < 2 in the result: the tail's partial sums do not fit the workspace). */
+Choice forcedTail(DcnParams const& p, int tile, int tailSplits, size_t workspaceSize);
 
 /* The choice for p on d when the caller did not force one: the first supported entry of the
  * preferred order (kDCN_UNSUPPORTED and why in msg when none is). */

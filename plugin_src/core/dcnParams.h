@@ -47,9 +47,13 @@ typedef enum DcnAlgo
     /* kDCN_ALGO_FUSED_TILE + i + kDCN_ALGO_SPLIT_STEP * (s - 1): the fused kernel with tile
      * configuration i and its K range split s ways, 1 <= s <= kDCN_MAX_SPLITS (benchmarks, tests
      * and tuning only; dcnFusedTileCount() configurations; kDCN_UNSUPPORTED where the tile does not
-     * apply or s splits do not fit the workspace of dcnWorkspaceSize). */
+     * apply or s splits do not fit the workspace of dcnWorkspaceSize).
+     * kDCN_ALGO_FUSED_TILE + i + kDCN_ALGO_TAIL_STEP * (t - 1), 2 <= t <= kDCN_MAX_SPLITS: tile i
+     * without a K split on the first half of the pixel tiles and with K split t ways on the rest
+     * (tests of the split tail that AUTO uses for a partial last wave). */
     kDCN_ALGO_FUSED_TILE = 100,
     kDCN_ALGO_SPLIT_STEP = 1000,
+    kDCN_ALGO_TAIL_STEP = 10000,
     kDCN_MAX_SPLITS = 8
 } DcnAlgo;
 

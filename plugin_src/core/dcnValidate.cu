@@ -156,15 +156,19 @@ DCN_CORE_EXPORT DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgL
             p->dtype);
         return kDCN_INVALID_ARGUMENT;
     }
-    int32_t const split = p->algo >= kDCN_ALGO_FUSED_TILE ? (p->algo - kDCN_ALGO_FUSED_TILE) / kDCN_ALGO_SPLIT_STEP : 0;
-    int32_t const tileIdx = p->algo >= kDCN_ALGO_FUSED_TILE ? (p->algo - kDCN_ALGO_FUSED_TILE) % kDCN_ALGO_SPLIT_STEP : -1;
-    bool const tileAlgo = tileIdx >= 0 && tileIdx < dcnFusedTileCount() && split < kDCN_MAX_SPLITS;
+    int32_t const code = p->algo >= kDCN_ALGO_FUSED_TILE ? p->algo - kDCN_ALGO_FUSED_TILE : -1;
+    int32_t const tail = code >= 0 ? code / kDCN_ALGO_TAIL_STEP : 0;
+    int32_t const split = code >= 0 ? code % kDCN_ALGO_TAIL_STEP / kDCN_ALGO_SPLIT_STEP : 0;
+    int32_t const tileIdx = code >= 0 ? code % kDCN_ALGO_SPLIT_STEP : -1;
+    bool const tileAlgo = tileIdx >= 0 && tileIdx < dcnFusedTileCount() && split < kDCN_MAX_SPLITS
+        && tail < kDCN_MAX_SPLITS && (tail == 0 || split == 0);
     if (p->algo != kDCN_ALGO_AUTO && p->algo != kDCN_ALGO_SIMPLE && p->algo != kDCN_ALGO_FUSED && !tileAlgo)
     {
         setMsg(msg, msgLen,
             "DcnParams.algo = %d is invalid (expected 0 AUTO, 1 SIMPLE, 2 FUSED, or %d + tile (0..%d) + %d * (splits - 1) "
-            "with 1 <= splits <= %d)",
-            p->algo, kDCN_ALGO_FUSED_TILE, dcnFusedTileCount() - 1, kDCN_ALGO_SPLIT_STEP, kDCN_MAX_SPLITS);
+            "with 1 <= splits <= %d, or %d + tile + %d * (tail splits - 1) with 2 <= tail splits <= %d)",
+            p->algo, kDCN_ALGO_FUSED_TILE, dcnFusedTileCount() - 1, kDCN_ALGO_SPLIT_STEP, kDCN_MAX_SPLITS,
+            kDCN_ALGO_FUSED_TILE, kDCN_ALGO_TAIL_STEP, kDCN_MAX_SPLITS);
         return kDCN_INVALID_ARGUMENT;
     }
     if (p->math != kDCN_MATH_ACCURATE && p->math != kDCN_MATH_TF32)
