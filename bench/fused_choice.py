@@ -36,11 +36,12 @@ def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int]
         dtype=dtype,
         math=math,
     )
-    got = core.fused_choice(p, device, lib=lib)
+    got = core.fused_split_tail(p, device, lib=lib)
     if got is None:
         return "simple"
-    tile, splits = got
-    return f"t{tile}" if splits == 1 else f"t{tile}/s{splits}"
+    tile, splits, tail_tiles, tail_splits = got
+    text = f"t{tile}" if splits == 1 else f"t{tile}/s{splits}"
+    return text if tail_splits < 2 else f"{text}+{tail_tiles}/s{tail_splits}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,10 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lib = core.load(args.lib)
     device = (args.sms, args.smem, args.cc)
-    print(f"{'layer':14s} " + " ".join(f"{prec.name:>8s}" for prec in PRECISIONS))
+    print(f"{'layer':14s} " + " ".join(f"{prec.name:>10s}" for prec in PRECISIONS))
     for shape in SHAPES:
         cells = [choice_for(shape, prec.dtype, prec.math, device, lib) for prec in PRECISIONS]
-        print(f"{shape.name:14s} " + " ".join(f"{c:>8s}" for c in cells))
+        print(f"{shape.name:14s} " + " ".join(f"{c:>10s}" for c in cells))
     return 0
 
 

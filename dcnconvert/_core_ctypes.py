@@ -40,6 +40,7 @@ __all__ = [
     "forward",
     "fused_algo",
     "fused_choice",
+    "fused_split_tail",
     "fused_tile_count",
     "library_path",
     "load",
@@ -162,17 +163,13 @@ def _load(path: str) -> ctypes.CDLL:
     lib.dcnForward.restype = ctypes.c_int
     lib.dcnFusedTileCount.argtypes = []
     lib.dcnFusedTileCount.restype = ctypes.c_int32
-    lib.dcnFusedChoice.argtypes = [
-        ctypes.POINTER(DcnParams),
-        ctypes.c_int32,  # sms
-        ctypes.c_int32,  # smemOptin
-        ctypes.c_int32,  # ccMajor
-        ctypes.POINTER(ctypes.c_int32),  # tile
-        ctypes.POINTER(ctypes.c_int32),  # splits
-        ctypes.c_char_p,
-        ctypes.c_size_t,
-    ]
+    # p, sms, smemOptin, ccMajor, then the int32 outputs (tile, splits[, tailTiles, tailSplits]), msg
+    device = [ctypes.POINTER(DcnParams), ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
+    out32 = ctypes.POINTER(ctypes.c_int32)
+    lib.dcnFusedChoice.argtypes = [*device, out32, out32, ctypes.c_char_p, ctypes.c_size_t]
     lib.dcnFusedChoice.restype = ctypes.c_int
+    lib.dcnFusedSplitTail.argtypes = [*device, out32, out32, out32, out32, ctypes.c_char_p, ctypes.c_size_t]
+    lib.dcnFusedSplitTail.restype = ctypes.c_int
     return lib
 
 
@@ -391,4 +388,10 @@ def bf16_bits_to_float(bits: Any) -> Any:
 
 # The fused kernel's tuning helpers live in their own module; re-exported here (imported last:
 # that module uses this one).
-from dcnconvert._core_fused import H200_DEVICE, fused_algo, fused_choice, fused_tile_count  # noqa: E402
+from dcnconvert._core_fused import (  # noqa: E402
+    H200_DEVICE,
+    fused_algo,
+    fused_choice,
+    fused_split_tail,
+    fused_tile_count,
+)

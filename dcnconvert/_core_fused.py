@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-__all__ = ["H200_DEVICE", "fused_algo", "fused_choice", "fused_tile_count"]
+__all__ = ["H200_DEVICE", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count"]
 
 
 def _core() -> Any:
@@ -76,6 +76,34 @@ def fused_choice(
     if status != _c.SUCCESS:
         _c._raise_status(status, buf.value.decode("utf-8", "replace"))
     return int(tile.value), int(splits.value)
+
+
+def fused_split_tail(
+    params: Any, device: tuple[int, int, int] = H200_DEVICE, lib: ctypes.CDLL | None = None
+) -> tuple[int, int, int, int] | None:
+    """``dcnFusedSplitTail``: :func:`fused_choice` and its split tail, ``(tile, splits, tail tiles,
+    tail splits)``: AUTO runs the last ``tail tiles`` pixel tiles with K split ``tail splits`` ways
+    as a second launch ((0, 1): no split tail). None where no fused tile takes the problem.
+
+    Raises:
+        ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
+    """
+    _c = _core()
+    lib = lib or _c.load()
+    out = [ctypes.c_int32(v) for v in (-1, 0, 0, 1)]
+    buf = ctypes.create_string_buffer(_c._MSG_LEN)
+    sms, smem, cc = device
+    status = int(
+        lib.dcnFusedSplitTail(
+            ctypes.byref(params), sms, smem, cc, *(ctypes.byref(v) for v in out), buf, _c._MSG_LEN
+        )
+    )
+    if status == _c.UNSUPPORTED:
+        return None
+    if status != _c.SUCCESS:
+        _c._raise_status(status, buf.value.decode("utf-8", "replace"))
+    tile, splits, tail_tiles, tail_splits = (int(v.value) for v in out)
+    return tile, splits, tail_tiles, tail_splits
 
 
 def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:

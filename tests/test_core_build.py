@@ -26,6 +26,7 @@ EXPORTED = {
     "dcnForward",
     "dcnFusedTileCount",
     "dcnFusedChoice",
+    "dcnFusedSplitTail",
 }
 
 
@@ -272,8 +273,13 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     a100 = (108, 166912, 8)
     tile, splits = core.fused_choice(r50c4, device=a100, lib=lib)
     assert tile not in tma | nchw, (tile, splits)
+    assert core.fused_split_tail(r50c4, lib=lib) == (26, 2, 0, 1)  # split K: no split tail
     bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     assert core.fused_choice(bev, lib=lib) == (26, 1)  # 256 x 64, warpgroup MMAs: 9.x only
+    # 544 blocks: 4 waves of 132 and 16 blocks, whose 16 pixel tiles run with K split 8 ways (128
+    # blocks) as a second launch (BEVFormer-c4 FP16 167.3 -> 152.5 us on the H200).
+    assert core.fused_split_tail(bev, lib=lib) == (26, 1, 16, 8)
+    assert core.fused_split_tail(bev, device=(136, 232448, 9), lib=lib) == (26, 1, 0, 1)  # 4 full waves
     tile, splits = core.fused_choice(bev, device=(148, 232448, 10), lib=lib)
     assert tile in tma and tile not in wgmma, (tile, splits)
     r50c3 = core.make_params((1, 128, 100, 168), (128, 128, 3, 3), padding=(1, 1), dtype=core.FLOAT16)

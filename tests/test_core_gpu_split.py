@@ -43,6 +43,20 @@ FP32_ONLY_TILES = frozenset({22, 23})  # 32-channel chunks copied by TMA: 128-by
 WGMMA_TILES = frozenset({21, 24, 25, 26, 27})  # compute capability 9.x only
 
 
+def split_tiles_for(dtype: str) -> list[int]:
+    """SPLIT_TILES that take ``dtype`` on this device."""
+    return [
+        tile
+        for tile in SPLIT_TILES
+        if not (
+            (dtype == "float32" and tile in FP16_ONLY_TILES)
+            or (dtype != "float32" and tile in FP32_ONLY_TILES)
+            or (tile in TMA_TILES and not device_has_tma())
+            or (tile in WGMMA_TILES and not device_has_wgmma())
+        )
+    ]
+
+
 @pytest.fixture(scope="module")
 def lib():
     return core.load(ensure_core_built())
@@ -59,14 +73,7 @@ def need_fused():
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
 def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: Case, dtype: str) -> None:
     inputs, ref, absref = inputs_refs(case, dtype)
-    for tile in SPLIT_TILES:
-        if (
-            (dtype == "float32" and tile in FP16_ONLY_TILES)
-            or (dtype != "float32" and tile in FP32_ONLY_TILES)
-            or (tile in TMA_TILES and not device_has_tma())
-            or (tile in WGMMA_TILES and not device_has_wgmma())
-        ):
-            continue
+    for tile in split_tiles_for(dtype):
         ran = []
         for splits in range(1, core.MAX_SPLITS + 1):
             algo = core.fused_algo(tile, splits)
@@ -104,14 +111,7 @@ def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case
     every tile; s_g2_dg4_nonsq has a single pixel tile on the 64-pixel tiles, all of it the tail."""
     inputs, ref, absref = inputs_refs(case, dtype)
     ran = 0
-    for tile in SPLIT_TILES:
-        if (
-            (dtype == "float32" and tile in FP16_ONLY_TILES)
-            or (dtype != "float32" and tile in FP32_ONLY_TILES)
-            or (tile in TMA_TILES and not device_has_tma())
-            or (tile in WGMMA_TILES and not device_has_wgmma())
-        ):
-            continue
+    for tile in split_tiles_for(dtype):
         for tail in (2, 3, core.MAX_SPLITS):
             algo = core.fused_algo(tile, 1, tail)
             try:

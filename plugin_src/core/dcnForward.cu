@@ -95,16 +95,18 @@ DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
     return dcn::fused::tileCount();
 }
 
-DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
-    int32_t* tile, int32_t* splits, char* msg, size_t msgLen)
+DCN_CORE_EXPORT DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
+    int32_t* tile, int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen)
 {
     DcnStatus const s = dcnValidate(p, msg, msgLen);
     if (s != kDCN_SUCCESS)
         return s;
-    if (tile == nullptr || splits == nullptr || sms < 1 || smemOptin < 0)
+    if (tile == nullptr || splits == nullptr || tailTiles == nullptr || tailSplits == nullptr || sms < 1
+        || smemOptin < 0)
     {
-        setMsg(msg, msgLen, "dcnFusedChoice: tile and splits must be non-NULL, sms >= 1 and smemOptin >= 0 (got %d, %d)",
-            sms, smemOptin);
+        setMsg(msg, msgLen,
+            "dcnFusedChoice: the out pointers must be non-NULL, sms >= 1 and smemOptin >= 0 (got %d, %d)", sms,
+            smemOptin);
         return kDCN_INVALID_ARGUMENT;
     }
     if (p->n == 0)
@@ -112,7 +114,16 @@ DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_
         setMsg(msg, msgLen, "dcnFusedChoice: an empty batch runs no kernel");
         return kDCN_UNSUPPORTED;
     }
-    return dcn::fused::chooseFor(*p, sms, smemOptin, ccMajor, dcnWorkspaceSize(p), *tile, *splits, msg, msgLen);
+    return dcn::fused::chooseFor(
+        *p, sms, smemOptin, ccMajor, dcnWorkspaceSize(p), *tile, *splits, *tailTiles, *tailSplits, msg, msgLen);
+}
+
+DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
+    int32_t* tile, int32_t* splits, char* msg, size_t msgLen)
+{
+    int32_t tailTiles = 0;
+    int32_t tailSplits = 1;
+    return dcnFusedSplitTail(p, sms, smemOptin, ccMajor, tile, splits, &tailTiles, &tailSplits, msg, msgLen);
 }
 
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)

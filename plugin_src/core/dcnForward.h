@@ -36,6 +36,12 @@ int32_t dcnFusedTileCount(void);
 DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
     int32_t* splits, char* msg, size_t msgLen);
 
+/* dcnFusedChoice with the split tail: where the choice has no K split and its blocks leave the
+ * last wave partial, AUTO runs the last *tailTiles pixel tiles as a second launch with K split
+ * *tailSplits ways (0 and 1: no split tail). */
+DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
+    int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen);
+
 /* Runs the forward on `stream`. Device pointers; bias may be NULL when withBias == 0.
  * No host synchronisation, no allocation. Returns kDCN_SUCCESS or an error with msg filled. */
 DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,

@@ -28,7 +28,7 @@ size_t workspaceBytes(DcnParams const& p);
  * opt-in shared memory per block and compute capability major, with `workspaceSize` bytes of
  * workspace; kDCN_UNSUPPORTED (msg says why) when no fused tile applies. No CUDA call. */
 DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t ccMajor, size_t workspaceSize,
-    int32_t& tile, int32_t& splits, char* msg, size_t msgLen);
+    int32_t& tile, int32_t& splits, int32_t& tailTiles, int32_t& tailSplits, char* msg, size_t msgLen);
 
 /* Runs a fused kernel on p (already validated) with tile configuration `tile` and `splits` K
  * splits (with tailSplits > 1: no split on the first half of the pixel tiles, tailSplits on the

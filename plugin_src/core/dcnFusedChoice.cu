@@ -235,7 +235,7 @@ DcnStatus choose(DcnParams const& p, Device const& d, size_t workspaceSize, Choi
 }
 
 DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t ccMajor, size_t workspaceSize,
-    int32_t& tile, int32_t& splits, char* msg, size_t msgLen)
+    int32_t& tile, int32_t& splits, int32_t& tailTiles, int32_t& tailSplits, char* msg, size_t msgLen)
 {
     Device d;
     d.sms = sms;
@@ -249,6 +249,8 @@ DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t 
     {
         tile = c.tile;
         splits = c.splits;
+        tailTiles = c.tailTiles;
+        tailSplits = c.tailSplits;
     }
     return s;
 }
