@@ -214,8 +214,12 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     // The barrier above ordered the consumers' reads of stage s before this thread.
                     fenceProxyAsync();
+#ifdef DCN_FUSED_NO_WTMA // experiments: no weight tile copy, its mbarrier completes at once (wrong results)
+                    mbarArriveExpectTx(fullA + 8 * s, 0u);
+#else
                     mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
                     tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
+#endif
                 }
             }
             else if constexpr (C::ASYNC_A)
