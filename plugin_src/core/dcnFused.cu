@@ -284,8 +284,8 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, i
 
 } // namespace
 
-DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tailSplits, void const* x, void const* offset,
-    void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
+DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tailSplits, void const* x,
+    void const* offset, void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
     Device d;
@@ -322,8 +322,9 @@ DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tail
             c = forcedTail(p, c.tile, tailSplits, workspaceSize);
             if (c.tailSplits < 2)
             {
-                setMsg(msg, msgLen, "fused kernel (tile %d, split tail of %d K splits): %s", tile, tailSplits,
-                    kTiles[tile].nhwc ? "the tail's K splits do not fit the workspace" : "only the channel-vectorised tiles split K");
+                char const* const why = kTiles[tile].nhwc ? "the tail's K splits do not fit the workspace"
+                                                          : "only the channel-vectorised tiles split K";
+                setMsg(msg, msgLen, "fused kernel (tile %d, split tail of %d K splits): %s", tile, tailSplits, why);
                 return kDCN_UNSUPPORTED;
             }
         }

@@ -35,8 +35,8 @@ DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t 
  * rest), or the preferred supported choice when tile < 0. Returns kDCN_UNSUPPORTED (msg says why)
  * when the problem, the tile, the split count, the workspace or the device is outside what the
  * kernels handle; the caller may then use the simple kernel. */
-DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tailSplits, void const* x, void const* offset,
-    void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
+DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tailSplits, void const* x,
+    void const* offset, void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
     cudaStream_t stream, char* msg, size_t msgLen);
 
 } // namespace fused

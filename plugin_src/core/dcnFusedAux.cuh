@@ -190,10 +190,10 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
 }
 
 /* Split-K epilogue: out[n][co][r] = bias[co] + sum over s of partial[s][co][p - pixBase] for the
- * pixels p = n * howo + r >= a.pixBase, the splits added in order (deterministic). One thread per 4 consecutive pixels of one output
- * channel, with all its loads in flight at once (16-byte loads when the rows of partial sums are
- * 16-byte aligned, (pixels - pixBase) % 4 == 0), so that a typical layer's reduction is about one
- * wave of blocks. Grid: ceil(cout * ceil((pixels - pixBase) / 4) / 256) blocks of 256. */
+ * pixels p = n * howo + r >= a.pixBase, the splits added in order (deterministic). One thread per
+ * 4 consecutive pixels of one output channel, with all its loads in flight at once (16-byte loads
+ * when the rows of partial sums are 16-byte aligned, (pixels - pixBase) % 4 == 0), so that a
+ * typical layer's reduction is about one wave of blocks. Grid: ceil(cout * ceil((pixels - pixBase) / 4) / 256) blocks of 256. */
 template <typename T>
 __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, float const* __restrict__ partial,
     T const* __restrict__ bias, T* __restrict__ out)
