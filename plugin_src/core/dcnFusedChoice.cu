@@ -103,7 +103,8 @@ size_t smemBytesFor(int tile, DcnParams const& p)
     size_t const lda = t.bk + (elem == 4 ? 4 : 8);
     size_t const ab = size_t(t.bm) * (t.tmaA ? t.bk : lda) * elem; // TMA: swizzled rows, no padding
     size_t const bb = t.nhwc ? size_t(t.bn) * (t.wgmma ? t.bk : lda) * elem : size_t(t.bk) * (t.bn + 8) * elem;
-    size_t const tmaExtra = t.tmaA ? 1024 + t.stages * sizeof(uint64_t) : 0; // alignment, mbarriers
+    // Alignment, mbarriers (weights; warpgroup tiles also FULL and EMPTY: NTile::TMA_EXTRA).
+    size_t const tmaExtra = t.tmaA ? 1024 + (t.wgmma ? 3 : 1) * t.stages * sizeof(uint64_t) : 0;
     return t.stages * (ab + bb) + size_t(planSlots(p, t)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t))
         + tmaExtra;
 }

@@ -46,7 +46,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES); // [STAGES][BN][LDB]
     float4* const planW = reinterpret_cast<float4*>(smem + C::STAGES * (C::A_BYTES + C::B_BYTES));
     int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
-    uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN); // TMA: mbarrier of stage s at + 8 s
+    // TMA: mbarrier of stage s at fullA + 8 s; C::MBAR: FULL at fullB + 8 s, EMPTY at emptyS + 8 s.
+    uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN);
+    uint32_t const fullB = fullA + 8 * C::STAGES;
+    uint32_t const emptyS = fullB + 8 * C::STAGES;
 
     int const tid = threadIdx.x;
     gridDependencyTrigger(); // the split-K reduction may be scheduled (it waits for this grid)
@@ -63,7 +66,14 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         if (tid == 0)
         {
             for (int s = 0; s < C::STAGES; ++s)
+            {
                 mbarInit(fullA + 8 * s, 1);
+                if constexpr (C::MBAR)
+                {
+                    mbarInit(fullB + 8 * s, C::PRODUCERS);
+                    mbarInit(emptyS + 8 * s, C::CONSUMERS);
+                }
+            }
             mbarInitFence();
         }
         __syncthreads();
@@ -205,7 +215,11 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             int const s = kc % C::STAGES;
             if (h == 0 && kc >= C::STAGES)
             {
-                barSync(2 + C::STAGES + s, kAll); // consumers are done with stage s
+                // Consumers are done with stage s (its previous use, kc - STAGES).
+                if constexpr (C::MBAR)
+                    mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
+                else
+                    barSync(2 + C::STAGES + s, kAll);
             }
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
             if constexpr (C::TMA_A)
@@ -274,7 +288,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             {
                 if constexpr (C::WG)
                     fenceProxyAsync(); // this thread's B stores, before the MMAs read them (async proxy)
-                barArrive(2 + s, kAll); // stage s is full
+                if constexpr (C::MBAR)
+                    mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
+                else
+                    barArrive(2 + s, kAll); // stage s is full
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it

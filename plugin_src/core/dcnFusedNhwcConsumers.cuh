@@ -1,8 +1,9 @@
 /*
  * dcnconvert core: the consumer warps of the channel-vectorised fused kernel (dcnFusedNhwc.cuh):
- * for every K chunk they wait until the producers filled its stage (named barrier FULL) and, on
- * TMA tiles, until its weight tile landed (mbarrier), multiply, and hand the stage back (EMPTY);
- * then bias and store (or FP32 partial sums when K is split). Warp MMAs (chunkMma) on every tile;
+ * for every K chunk they wait until the producers filled its stage (FULL: a named barrier, an
+ * mbarrier on warpgroup tiles) and, on TMA tiles, until its weight tile landed (mbarrier),
+ * multiply, and hand the stage back (EMPTY); then bias and store (or FP32 partial sums when K is
+ * split). Warp MMAs (chunkMma) on every tile;
  * on warpgroup tiles (C::WG, sm_90a) asynchronous wgmma with one chunk in flight.
  * Internal to plugin_src/core; no TensorRT include.
  */
@@ -18,19 +19,27 @@ namespace dcn
 namespace fused
 {
 
-/* Epilogue of the channel-vectorised tiles: the tile goes through shared memory (sT: [BM][BN + 4]
- * FP32 over the free stages, then the BM biases) so that each warp stores consecutive pixels of one
- * channel: bias and one rounding to T into NCHW out, or without bias the FP32 partial sums of split
- * `split`. Fragment (mt, nt) element q of consumer thread ctid (warp w, lane l) is
+/* Epilogue of the channel-vectorised tiles, in two steps by the consumers. stageTile: the tile goes
+ * to shared memory (sT: [BM][BN + 4] FP32 over the free stages, then the BM biases). storeTile:
+ * each item is 16 bytes of consecutive pixels of one channel (8 FP16/BF16, 4 FP32), one vector
+ * store where the pixels lie in one image and the destination is aligned, else one element at a
+ * time; a warp's store covers whole 32-byte sectors. Output: bias and one rounding to T into NCHW
+ * out; split K: FP32 partial sums of split `split`, no bias.
+ * Fragment (mt, nt) element q of consumer thread ctid (warp w, lane l) is
  *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
  *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
  *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
-template <typename T, class C>
-__device__ __forceinline__ void storeStaged(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4], float* sT,
-    int ctid, int wRow, int wn, int64_t p0, int m0, int g, int split, T const* __restrict__ bias,
-    T* __restrict__ out, float* __restrict__ partial)
+template <class C>
+__device__ __forceinline__ constexpr int stagedLd()
 {
-    constexpr int LDT = C::BN + 4; // swapped: 2 LDT = 8 banks, a warp's 8 pixels x 4 channel pairs hit 32 banks
+    return C::BN + 4; // swapped: 2 LDT = 8 banks, a warp's 8 pixels x 4 channel pairs hit 32 banks
+}
+
+template <typename T, class C>
+__device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4], float* sT,
+    int ctid, int wRow, int wn, int m0, int g, T const* __restrict__ bias)
+{
+    constexpr int LDT = stagedLd<C>();
     int const lane = ctid & 31;
     int const gq = lane >> 2;
     int const tq = lane & 3;
@@ -62,39 +71,115 @@ __device__ __forceinline__ void storeStaged(FusedArgs const& a, float const (&ac
     bool const withBias = a.splits == 1 && a.withBias;
     for (int c = ctid; c < C::BM; c += C::CONSUMERS)
         sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<T>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
-    barSync(15, C::CONSUMERS);
-    constexpr int CSTEP = C::CONSUMERS / C::BN;
-    int const px = ctid % C::BN;
-    int const c0 = ctid / C::BN;
-    int64_t const p = p0 + px;
-    if (p >= a.pixels)
+}
+
+/* Item (c, px) of the staged tile: VE consecutive pixels of channel c from px, read as float4s (rows
+ * of LDT floats, LDT and px multiples of 4, sT 16-byte aligned), with `add` added. */
+template <class C, int VE>
+__device__ __forceinline__ void readStaged(float const* sT, int c, int px, float add, float (&v)[VE])
+{
+#pragma unroll
+    for (int i = 0; i < VE; i += 4)
+    {
+        float4 const f = *reinterpret_cast<float4 const*>(sT + c * stagedLd<C>() + px + i);
+        v[i] = f.x + add;
+        v[i + 1] = f.y + add;
+        v[i + 2] = f.z + add;
+        v[i + 3] = f.w + add;
+    }
+}
+
+/* VE values of type V (16 bytes) to dst: as one 16-byte store when vec, else one by one, the first
+ * `count` only. */
+template <typename V, int VE>
+__device__ __forceinline__ void storeItem(V* dst, float const (&v)[VE], bool vec, int count)
+{
+    static_assert(VE * sizeof(V) == 16, "16-byte items");
+    V o[VE];
+#pragma unroll
+    for (int i = 0; i < VE; ++i)
+        o[i] = dcn::simple::fromFloat<V>(v[i]);
+    if (vec)
+    {
+        uint4 u;
+        memcpy(&u, o, 16);
+        *reinterpret_cast<uint4*>(dst) = u;
         return;
-    int const rows = a.mg - m0; // rows of the tile that exist
+    }
+#pragma unroll
+    for (int i = 0; i < VE; ++i)
+    {
+        if (i < count)
+            dst[i] = o[i];
+    }
+}
+
+template <typename T, class C>
+__device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, int tid, int64_t p0, int m0, int g,
+    int split, T* __restrict__ out, float* __restrict__ partial)
+{
+    constexpr int LDT = stagedLd<C>();
+    float const* const sBias = sT + C::BM * LDT;
+    barSync(15, C::CONSUMERS); // the staged tile is complete
+    int const rows = min(a.mg - m0, C::BM); // rows of the tile that exist
+    int64_t const pixLeft = a.pixels - p0;
+    // An item is 16 bytes of one channel's consecutive pixels, so that a warp's store instruction
+    // covers whole 32-byte sectors (8 FP32 per item, stored as two 16-byte halves by two
+    // instructions, made the split layers 10 us slower: docs/fused_kernel_notes.md, v40).
     if (a.splits > 1)
     {
+        constexpr int VE = 4;
+        constexpr int GROUPS = C::BN / VE; // items per channel
         int64_t const rowLen = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of the launch's tiles
-        float* dst = partial + static_cast<int64_t>(split) * a.cout * rowLen
-            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * rowLen + (p - a.pixBase);
-        int64_t const step = static_cast<int64_t>(CSTEP) * rowLen;
-#pragma unroll 8
-        for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+        float* const base = partial + static_cast<int64_t>(split) * a.cout * rowLen
+            + (static_cast<int64_t>(g) * a.mg + m0) * rowLen + (p0 - a.pixBase);
+        // Rows of rowLen floats from a 16-byte aligned workspace, p0 - pixBase a multiple of BN.
+        bool const rowsAligned = rowLen % VE == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
+        for (int it = tid; it < rows * GROUPS; it += C::CONSUMERS)
         {
-            int const c = c0 + i * CSTEP;
-            if (c < rows)
-                *dst = sT[c * LDT + px];
+            int const c = it / GROUPS;
+            int const px = (it - c * GROUPS) * VE;
+            if (px >= pixLeft)
+                continue;
+            float v[VE];
+            readStaged<C, VE>(sT, c, px, 0.0f, v);
+            int const count = pixLeft - px < VE ? static_cast<int>(pixLeft - px) : VE;
+            storeItem<float, VE>(base + static_cast<int64_t>(c) * rowLen + px, v, rowsAligned && count == VE, count);
         }
         return;
     }
-    uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-    T* dst = out + n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
-        + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
-    int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
-#pragma unroll 8
-    for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+    constexpr int VE = 16 / sizeof(T);
+    constexpr int GROUPS = C::BN / VE;
+    // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a
+    // multiple of VE (p0 is a multiple of BN) and out is aligned.
+    bool const imagesAligned = a.howo % VE == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+    for (int it = tid; it < rows * GROUPS; it += C::CONSUMERS)
     {
-        int const c = c0 + i * CSTEP;
-        if (c < rows)
-            *dst = dcn::simple::fromFloat<T>(sT[c * LDT + px] + sBias[c]);
+        int const c = it / GROUPS;
+        int const px = (it - c * GROUPS) * VE;
+        if (px >= pixLeft)
+            continue;
+        float v[VE];
+        readStaged<C, VE>(sT, c, px, sBias[c], v);
+        int const count = pixLeft - px < VE ? static_cast<int>(pixLeft - px) : VE;
+        int64_t const chan = static_cast<int64_t>(g) * a.mg + m0 + c;
+        int64_t const p = p0 + px;
+        uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+        int64_t const r = p - static_cast<int64_t>(n) * a.howo;
+        if (imagesAligned || r + count <= a.howo)
+        {
+            storeItem<T, VE>(out + n * a.outImg + chan * a.howo + r, v, imagesAligned && count == VE, count);
+            continue;
+        }
+#pragma unroll
+        for (int i = 0; i < VE; ++i) // the item crosses an image boundary
+        {
+            if (i >= count)
+                break;
+            uint32_t const ni = a.divHoWo.div(static_cast<uint32_t>(p + i));
+            out[ni * a.outImg + chan * a.howo + (p + i - static_cast<int64_t>(ni) * a.howo)]
+                = dcn::simple::fromFloat<T>(v[i]);
+        }
     }
 }
 
@@ -125,8 +210,12 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
-            barSync(2 + s, kAll); // stage s is full
-            mbarWait(fullA + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // and its weight tile landed
+            uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
+            if constexpr (C::MBAR)
+                mbarWait(fullA + 8 * (C::STAGES + s), phase); // stage s is full (FULL follows the weights' mbarriers)
+            else
+                barSync(2 + s, kAll); // stage s is full
+            mbarWait(fullA + 8 * s, phase); // and its weight tile landed
             uint32_t const aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
 #ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
@@ -153,7 +242,12 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
             wgmmaWait<1>();
             if (kc > 0 && kc - 1 + C::STAGES < nChunks)
-                barArrive(2 + C::STAGES + (kc - 1) % C::STAGES, kAll);
+            {
+                if constexpr (C::MBAR) // EMPTY follows FULL
+                    mbarArrive(fullA + 8 * (2 * C::STAGES + (kc - 1) % C::STAGES));
+                else
+                    barArrive(2 + C::STAGES + (kc - 1) % C::STAGES, kAll);
+            }
         }
         wgmmaWait<0>();
         eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
@@ -177,10 +271,11 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             }
         }
     }
-    // The stages are free once every consumer warp is past its last MMA (storeStaged waits for
-    // that): every chunk's sample stores and weight tiles have landed.
-    storeStaged<T, C>(a, acc, reinterpret_cast<float*>(const_cast<T*>(sA)), tid, wRow, wn, p0, m0, g, split, bias,
-        out, partial);
+    // The stages are free once every consumer warp is past its last MMA (stageTile waits for that):
+    // every chunk's sample stores and weight tiles have landed.
+    float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
+    stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
+    storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, partial);
 }
 
 } // namespace fused

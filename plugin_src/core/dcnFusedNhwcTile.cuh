@@ -48,6 +48,15 @@ struct NTile
 #endif
     static constexpr int SWAP_N = BM_ / (CW_ / 4) < 128 ? BM_ / (CW_ / 4) : 128;
     static constexpr int MT_STRIDE = WG_ ? 64 : 16;
+    // Warpgroup tiles hand the stages over through mbarriers (FULL: one arrival per producer thread;
+    // EMPTY: one per consumer thread): a producer warp waits for the consumers only, not for the
+    // other producer warps as at a named barrier. The others use named barriers FULL = 2 + s, EMPTY
+    // = 2 + STAGES + s over the whole block.
+#ifdef DCN_FUSED_NAMED_HANDOVER // experiments: named barriers on the warpgroup tiles too
+    static constexpr bool MBAR = false;
+#else
+    static constexpr bool MBAR = WG_;
+#endif
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -106,14 +115,15 @@ struct NTile
     static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
     static_assert(!SWAP || ((BM / CWG) % SWAP_N == 0 && (SWAP_N == 64 || SWAP_N == 128)), "swapped warpgroup tile");
-    static_assert(CONSUMERS % BN == 0 && 2 + 2 * STAGES < 15
+    static_assert(BN % 8 == 0 && 2 + 2 * STAGES < 15
             && size_t(BM) * (BN + 4 + 1) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
-        "epilogue through shared memory (storeStaged)");
+        "epilogue through shared memory (stageTile, storeTile)");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
                                     && CREGS >= PREGS && CREGS <= 256), "register split");
-    // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage.
-    static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + STAGES * sizeof(uint64_t) : 0;
+    // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage for the weights.
+    // MBAR: also FULL and EMPTY mbarriers per stage.
+    static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + (MBAR ? 3 : 1) * STAGES * sizeof(uint64_t) : 0;
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {

@@ -55,6 +55,15 @@ __device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, uint32_t bytes)
 #endif
 }
 
+/* This thread's arrival on `bar` (release at CTA scope: its earlier memory accesses are visible to
+ * a thread whose wait sees the phase complete). */
+__device__ __forceinline__ void mbarArrive(uint32_t bar)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#endif
+}
+
 /* Blocks until the phase of `bar` with the given parity has completed. */
 __device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity)
 {
