@@ -21,10 +21,9 @@ namespace fused
 
 /* Epilogue of the channel-vectorised tiles, in two steps by the consumers. stageTile: the tile goes
  * to shared memory (sT: [BM][BN + 4] FP32 over the free stages, then the BM biases). storeTile:
- * each item is 16 bytes of consecutive pixels of one channel (8 FP16/BF16, 4 FP32), one vector
- * store where the pixels lie in one image and the destination is aligned, else one element at a
- * time; a warp's store covers whole 32-byte sectors. Output: bias and one rounding to T into NCHW
- * out; split K: FP32 partial sums of split `split`, no bias.
+ * FP16/BF16 output in items of 16 bytes (8 consecutive pixels of one channel), one vector store
+ * where the pixels lie in one image and the destination is aligned, else one element at a time;
+ * FP32 output and split-K partial sums (no bias) as rows of 32 consecutive pixels per warp.
  * Fragment (mt, nt) element q of consumer thread ctid (warp w, lane l) is
  *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
  *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
@@ -123,31 +122,48 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     barSync(15, C::CONSUMERS); // the staged tile is complete
     int const rows = min(a.mg - m0, C::BM); // rows of the tile that exist
     int64_t const pixLeft = a.pixels - p0;
-    // An item is 16 bytes of one channel's consecutive pixels, so that a warp's store instruction
-    // covers whole 32-byte sectors (8 FP32 per item, stored as two 16-byte halves by two
-    // instructions, made the split layers 10 us slower: docs/fused_kernel_notes.md, v40).
-    if (a.splits > 1)
+    if (a.splits > 1 || sizeof(T) == 4)
     {
-        constexpr int VE = 4;
-        constexpr int GROUPS = C::BN / VE; // items per channel
-        int64_t const rowLen = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of the launch's tiles
-        float* const base = partial + static_cast<int64_t>(split) * a.cout * rowLen
-            + (static_cast<int64_t>(g) * a.mg + m0) * rowLen + (p0 - a.pixBase);
-        // Rows of rowLen floats from a 16-byte aligned workspace, p0 - pixBase a multiple of BN.
-        bool const rowsAligned = rowLen % VE == 0 && (reinterpret_cast<uintptr_t>(base) & 15) == 0;
-        for (int it = tid; it < rows * GROUPS; it += C::CONSUMERS)
+        // 4-byte destinations (FP32 partial sums or output): each warp stores 32 consecutive pixels
+        // of one channel, 128 bytes per instruction (16-byte items of 4 pixels were not faster, and
+        // 8 pixels per item, stored as two 16-byte halves by two instructions, made the split layers
+        // about 10 us slower: docs/fused_kernel_notes.md, v40 and v42).
+        constexpr int CSTEP = C::CONSUMERS / C::BN;
+        int const px = tid % C::BN;
+        int const c0 = tid / C::BN;
+        if (px >= pixLeft)
+            return;
+        int64_t const p = p0 + px;
+        if (a.splits > 1)
         {
-            int const c = it / GROUPS;
-            int const px = (it - c * GROUPS) * VE;
-            if (px >= pixLeft)
-                continue;
-            float v[VE];
-            readStaged<C, VE>(sT, c, px, 0.0f, v);
-            int const count = pixLeft - px < VE ? static_cast<int>(pixLeft - px) : VE;
-            storeItem<float, VE>(base + static_cast<int64_t>(c) * rowLen + px, v, rowsAligned && count == VE, count);
+            int64_t const rowLen = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of the launch's tiles
+            float* dst = partial + static_cast<int64_t>(split) * a.cout * rowLen
+                + (static_cast<int64_t>(g) * a.mg + m0 + c0) * rowLen + (p - a.pixBase);
+            int64_t const step = static_cast<int64_t>(CSTEP) * rowLen;
+#pragma unroll 8
+            for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+            {
+                int const c = c0 + i * CSTEP;
+                if (c < rows)
+                    *dst = sT[c * LDT + px];
+            }
+            return;
+        }
+        uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+        T* dst = out + n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
+            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
+        int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
+#pragma unroll 8
+        for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+        {
+            int const c = c0 + i * CSTEP;
+            if (c < rows)
+                *dst = dcn::simple::fromFloat<T>(sT[c * LDT + px] + sBias[c]);
         }
         return;
     }
+    // 2-byte outputs: an item is 16 bytes (8 pixels) of one channel, so that a warp's store covers
+    // whole 32-byte sectors.
     constexpr int VE = 16 / sizeof(T);
     constexpr int GROUPS = C::BN / VE;
     // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a

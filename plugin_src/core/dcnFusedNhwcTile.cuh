@@ -115,7 +115,7 @@ struct NTile
     static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
     static_assert(!SWAP || ((BM / CWG) % SWAP_N == 0 && (SWAP_N == 64 || SWAP_N == 128)), "swapped warpgroup tile");
-    static_assert(BN % 8 == 0 && 2 + 2 * STAGES < 15
+    static_assert(BN % 8 == 0 && CONSUMERS % BN == 0 && 2 + 2 * STAGES < 15
             && size_t(BM) * (BN + 4 + 1) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
         "epilogue through shared memory (stageTile, storeTile)");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
