@@ -97,11 +97,11 @@ struct NTile
     static constexpr int SUB = PREGS > 0 ? PXT : TMA_A && PXT > 2 ? PXT / 2 : 1;
     static constexpr int PXU = PXT / SUB;
     // Register sets (units in flight) per producer thread; the host's planSlots covers PD + 1
-    // chunks.
+    // chunks. Producers of 80 registers (tile 26) hold 3: corner loads two chunks ahead.
 #ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
     static constexpr int PD = DCN_FUSED_PD;
 #else
-    static constexpr int PD = PREGS > 0 ? 2 : SUB > 1 ? 3
+    static constexpr int PD = PREGS >= 80 ? 3 : PREGS > 0 ? 2 : SUB > 1 ? 3
         : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
 #endif
     static constexpr int A_VECS = BM * BK / VEC;

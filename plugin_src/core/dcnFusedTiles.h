@@ -60,7 +60,7 @@ constexpr TileShape kTiles[] = {
     {128, 32, 4, 4, 4, 4, true, 32, false, true},  // 23: tile 5 with TMA weights (FP32)
     {128, 128, 4, 4, 8, 4, true, 64, false, true, true}, // 24: 128 x 128, one consumer warpgroup (sm_90a)
     {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72}, // 25: tile 24 with 16 producer warps of 72 registers
-    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 26: 256 x 64, one consumer warpgroup, 16 producer warps
+    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80},  // 26: 256 x 64, one consumer warpgroup, 16 producer warps
     {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 27: 128 x 64, the same split of warps and registers
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
