@@ -40,7 +40,7 @@ struct NTile
     // channels) with the 64 pixels as rows (A: the sample tile) and output channels as columns (B:
     // the weight tile). Per K step a warpgroup reads the weights once and the samples once per 128
     // output channels, where the m64n64 form reads the samples once per 64. The epilogue transposes
-    // through shared memory (storeSwapped, dcnFusedNhwcConsumers.cuh).
+    // through shared memory (stageTile, dcnFusedNhwcConsumers.cuh).
 #ifdef DCN_FUSED_NO_SWAP // experiments: m64n64 with output channels as rows on every warpgroup tile
     static constexpr bool SWAP = false;
 #else
