@@ -48,8 +48,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
     // TMA: mbarrier of stage s at fullA + 8 s; C::MBAR: FULL at fullB + 8 s, EMPTY at emptyS + 8 s.
     uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN);
-    uint32_t const fullB = fullA + 8 * C::STAGES;
-    uint32_t const emptyS = fullB + 8 * C::STAGES;
+    uint32_t const fullB = fullA + C::FULL_OFF;
+    uint32_t const emptyS = fullA + C::EMPTY_OFF;
 
     int const tid = threadIdx.x;
     gridDependencyTrigger(); // the split-K reduction may be scheduled (it waits for this grid)

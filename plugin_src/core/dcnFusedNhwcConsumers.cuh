@@ -228,7 +228,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             int const s = kc % C::STAGES;
             uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
             if constexpr (C::MBAR)
-                mbarWait(fullA + 8 * (C::STAGES + s), phase); // stage s is full (FULL follows the weights' mbarriers)
+                mbarWait(fullA + C::FULL_OFF + 8 * s, phase); // stage s is full
             else
                 barSync(2 + s, kAll); // stage s is full
             mbarWait(fullA + 8 * s, phase); // and its weight tile landed
@@ -259,8 +259,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             wgmmaWait<1>();
             if (kc > 0 && kc - 1 + C::STAGES < nChunks)
             {
-                if constexpr (C::MBAR) // EMPTY follows FULL
-                    mbarArrive(fullA + 8 * (2 * C::STAGES + (kc - 1) % C::STAGES));
+                if constexpr (C::MBAR)
+                    mbarArrive(fullA + C::EMPTY_OFF + 8 * ((kc - 1) % C::STAGES));
                 else
                     barArrive(2 + C::STAGES + (kc - 1) % C::STAGES, kAll);
             }

@@ -124,6 +124,9 @@ struct NTile
     // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage for the weights.
     // MBAR: also FULL and EMPTY mbarriers per stage.
     static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + (MBAR ? 3 : 1) * STAGES * sizeof(uint64_t) : 0;
+    // Byte offsets of stage 0's FULL and EMPTY mbarriers (MBAR) from the weights' first mbarrier.
+    static constexpr uint32_t FULL_OFF = 8 * STAGES;
+    static constexpr uint32_t EMPTY_OFF = 16 * STAGES;
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {
