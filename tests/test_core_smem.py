@@ -1,0 +1,103 @@
+"""The host's shared-memory size of each channel-vectorised tile (`smemBytesFor`,
+plugin_src/core/dcnFusedChoice.cu: the support check and the cost model) against the size the kernel
+asks for at launch (`NTile::smemBytes`, dcnFusedNhwcTile.cuh). The two are written separately; a
+stage, an mbarrier or a plan slot counted on one side only would let AUTO pick a tile that cannot
+launch, or refuse one that can. Compiled as host code with nvcc: no GPU needed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORE_DIR = REPO / "plugin_src" / "core"
+
+# Every channel-vectorised tile with every element type it takes (the kernel's own static checks
+# leave out FP32 with 64-channel chunks and TMA tiles whose weight rows are not 128 bytes), over
+# layers with one, two and four deformable groups and 1x1, 3x3, 1x3 and 5x5 kernels. Prints the
+# mismatches and their count.
+PROGRAM = r"""
+#include "dcnFusedNhwcTile.cuh"
+#include "dcnFusedTiles.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdio.h>
+using namespace dcn::fused;
+static int checked = 0, failures = 0;
+template <typename T, int TILE> void check(DcnParams const& p)
+{
+    constexpr TileShape S = kTiles[TILE];
+    if constexpr (S.nhwc && !(S.bk > 32 && sizeof(T) == 4) && !(S.tmaA && S.bk * sizeof(T) != 128))
+    {
+        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma,
+            S.pregs>;
+        size_t const kernel = C::smemBytes(p.kh * p.kw, planSlots(p, S));
+        size_t const host = smemBytesFor(TILE, p);
+        ++checked;
+        if (kernel != host)
+        {
+            ++failures;
+            printf("tile %d, %d-byte elements, %d deformable groups, %dx%d kernel: kernel %zu, host %zu\n",
+                TILE, static_cast<int>(sizeof(T)), static_cast<int>(p.deformableGroup),
+                static_cast<int>(p.kh), static_cast<int>(p.kw), kernel, host);
+        }
+    }
+}
+template <int TILE> void everyTile(DcnParams p)
+{
+    p.dtype = kDCN_FLOAT16;
+    check<__half, TILE>(p);
+    p.dtype = kDCN_BFLOAT16;
+    check<__nv_bfloat16, TILE>(p);
+    p.dtype = kDCN_FLOAT32;
+    check<float, TILE>(p);
+    if constexpr (TILE + 1 < kTileCount)
+        everyTile<TILE + 1>(p);
+}
+extern "C" int32_t dcnFusedTileCount(void) { return kTileCount; } // dcnForward.cu is not linked here
+int main()
+{
+    DcnParams p{};
+    p.n = 1; p.c = 256; p.h = 20; p.w = 20; p.cout = 256; p.group = 1;
+    int const kernels[4][2] = {{1, 1}, {3, 3}, {1, 3}, {5, 5}};
+    for (int dg : {1, 2, 4})
+        for (auto const& k : kernels)
+        {
+            p.deformableGroup = dg;
+            p.kh = k[0];
+            p.kw = k[1];
+            everyTile<0>(p);
+        }
+    printf("checked %d, mismatches %d\n", checked, failures);
+    return failures != 0;
+}
+"""
+
+
+def test_host_shared_memory_matches_the_kernels(tmp_path: Path) -> None:
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    if nvcc is None:
+        pytest.skip("nvcc not found on PATH (set NVCC): the core's headers cannot be compiled here")
+    src = tmp_path / "smem.cu"
+    src.write_text(PROGRAM)
+    exe = tmp_path / "smem"
+    sources = [str(CORE_DIR / name) for name in ("dcnFusedChoice.cu", "dcnFusedCost.cu", "dcnValidate.cu")]
+    build = subprocess.run(
+        [nvcc, "-std=c++17", "-O1", "-I", str(CORE_DIR), str(src), *sources, "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert build.returncode == 0, f"nvcc failed:\n{build.stdout}\n{build.stderr}"
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=False)
+    last = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 0 and last.endswith("mismatches 0"), run.stdout
+    # Per layer: 11 tiles in all three element types, 5 in FP16/BF16 (64-channel chunks), the 8 TMA
+    # tiles with 64-channel chunks in FP16/BF16 and the 2 with 32-channel ones in FP32: 61 checks.
+    checked = int(last.split(",")[0].split()[1])
+    assert checked >= 12 * 61, last
