@@ -5,8 +5,9 @@
 
 Arguments: tile index (``ALGO_FUSED_TILE + tile``), dtype (float32, float16, bfloat16), a case
 name from tests/test_core_gpu.py (CASES), tests/test_core_gpu_fused.py (FUSED_CASES) or
-tests/test_core_gpu_split.py (SPLIT_CASES), and optionally the K splits. CuPy's memory pool is off
-so that every tensor is its own allocation. Prints the max |out - ref|.
+tests/test_core_gpu_split.py (SPLIT_CASES), and optionally the K splits (``--tf32``: float32 in TF32
+mode). CuPy's memory pool is off so that every tensor is its own allocation. Prints the max
+|out - ref|.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ def main() -> int:
     cases = CASES + FUSED_CASES + SPLIT_CASES
     ap.add_argument("case", choices=[c.name for c in cases])
     ap.add_argument("--splits", type=int, default=1)
+    ap.add_argument("--tf32", action="store_true", help="float32 in the opt-in TF32 mode (default: 3xTF32)")
     args = ap.parse_args()
     lib = core.load(ensure_core_built())
     case = next(c for c in cases if c.name == args.case)
     inputs, ref, _ = inputs_refs(case, args.dtype)
-    out = run_core(lib, case, args.dtype, inputs, core.fused_algo(args.tile, args.splits))
+    math = core.MATH_TF32 if args.tf32 else core.MATH_ACCURATE
+    out = run_core(lib, case, args.dtype, inputs, core.fused_algo(args.tile, args.splits), math=math)
     err = float(abs(out - ref).max())
     print(f"tile {args.tile} {args.dtype} {args.case} {args.splits} splits: max |out - ref| = {err:.3e}")
     return 0

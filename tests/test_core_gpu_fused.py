@@ -54,6 +54,8 @@ BK64_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20})
 # Warpgroup-MMA tiles (sm_90a): the same K order as BK64_TILES, their own order of the products
 # within a K step.
 WGMMA_TILES = frozenset({21, 24, 25, 26, 27})
+# FP32 warpgroup-MMA tiles (TF32 wgmma on 32-channel chunks; 3xTF32 sums each chunk apart).
+WGMMA32_TILES = frozenset({28, 29})
 
 
 def tile_family(tile: int) -> str:
@@ -61,6 +63,8 @@ def tile_family(tile: int) -> str:
         return "nchw"
     if tile in WGMMA_TILES:
         return "nhwc64wg"
+    if tile in WGMMA32_TILES:
+        return "nhwc32wg"
     return "nhwc64" if tile in BK64_TILES else "nhwc32"
 
 

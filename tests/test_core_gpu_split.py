@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from test_core_gpu import (
     DTYPES,
+    U_TF32,
     Case,
     check_close,
     device_has_fused,
@@ -36,11 +37,14 @@ SPLIT_CASES: list[Case] = [
 # 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only), the
 # 128 x 32 tile with 8 producer warps, the TMA tiles (sm_90+) and the warpgroup-MMA tile (9.x;
 # plugin_src/core/dcnFusedTiles.h).
-SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27)
+SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29)
 FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20, 21, 24, 25, 26, 27})
-TMA_TILES = frozenset({18, 19, 20, 21, 22, 23, 24, 25, 26, 27})
-FP32_ONLY_TILES = frozenset({22, 23})  # 32-channel chunks copied by TMA: 128-byte FP32 rows
-WGMMA_TILES = frozenset({21, 24, 25, 26, 27})  # compute capability 9.x only
+TMA_TILES = frozenset({18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29})
+FP32_ONLY_TILES = frozenset({22, 23, 28, 29})  # 32-channel chunks copied by TMA: 128-byte FP32 rows
+WGMMA_TILES = frozenset({21, 24, 25, 26, 27, 28, 29})  # compute capability 9.x only
+# FP32 in TF32 mode only: 3xTF32 keeps both TF32 parts of each operand, which tile 29's shared
+# memory does not hold (test_tf32_split_k_on_the_fp32_warpgroup_tiles runs it).
+TF32_ONLY_TILES = frozenset({29})
 
 
 def split_tiles_for(dtype: str) -> list[int]:
@@ -49,7 +53,7 @@ def split_tiles_for(dtype: str) -> list[int]:
         tile
         for tile in SPLIT_TILES
         if not (
-            (dtype == "float32" and tile in FP16_ONLY_TILES)
+            (dtype == "float32" and tile in FP16_ONLY_TILES | TF32_ONLY_TILES)
             or (dtype != "float32" and tile in FP32_ONLY_TILES)
             or (tile in TMA_TILES and not device_has_tma())
             or (tile in WGMMA_TILES and not device_has_wgmma())
@@ -124,6 +128,28 @@ def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case
             again = run_core(lib, case, dtype, inputs, algo)
             assert np.array_equal(out, again), f"tile {tile}, tail of {tail} splits: two runs differ"
     assert ran >= 10, f"only {ran} (tile, tail) combinations ran"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
+def test_tf32_split_k_on_the_fp32_warpgroup_tiles(lib, need_fused, case: Case) -> None:
+    """The FP32 warpgroup tiles in TF32 mode (the only mode tile 29 runs) with K split 1, 2, 3 and
+    4 ways and with a split tail: within the TF32 bound, bit-identical when run twice."""
+    if not (device_has_tma() and device_has_wgmma()):
+        pytest.skip("the FP32 warpgroup tiles need compute capability 9.x and sm_90a code")
+    inputs, ref, absref = inputs_refs(case, "float32")
+    for tile in sorted(WGMMA_TILES & FP32_ONLY_TILES):
+        for algo in [core.fused_algo(tile, s) for s in (1, 2, 3, 4)] + [core.fused_algo(tile, 1, 2)]:
+            try:
+                out = run_core(lib, case, "float32", inputs, algo, math=core.MATH_TF32)
+            except UnsupportedNodeError as exc:  # a split tail's partial sums may not fit
+                tail = algo == core.fused_algo(tile, 1, 2)
+                assert tail and "do not fit the workspace" in str(exc), str(exc)
+                continue
+            numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
+            record_summary({"test": "split_k_tf32", "case": case.name, "tile": tile, "algo": algo, **numbers})
+            again = run_core(lib, case, "float32", inputs, algo, math=core.MATH_TF32)
+            assert np.array_equal(out, again), f"tile {tile}, algo {algo}: two runs differ"
 
 
 @pytest.mark.gpu

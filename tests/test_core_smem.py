@@ -28,13 +28,14 @@ PROGRAM = r"""
 #include <stdio.h>
 using namespace dcn::fused;
 static int checked = 0, failures = 0;
-template <typename T, int TILE> void check(DcnParams const& p)
+template <typename T, int TILE, bool SPLIT_MATH = false> void check(DcnParams const& p)
 {
     constexpr TileShape S = kTiles[TILE];
     if constexpr (S.nhwc && !(S.bk > 32 && sizeof(T) == 4) && !(S.tmaA && S.bk * sizeof(T) != 128))
     {
+        // FP32 warpgroup tiles in 3xTF32 keep both operands in two parts (as launchTile builds them)
         using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma,
-            S.pregs>;
+            S.pregs, SPLIT_MATH && S.wgmma ? 2 : 1>;
         size_t const kernel = C::smemBytes(p.kh * p.kw, planSlots(p, S));
         size_t const host = smemBytesFor(TILE, p);
         ++checked;
@@ -54,7 +55,10 @@ template <int TILE> void everyTile(DcnParams p)
     p.dtype = kDCN_BFLOAT16;
     check<__nv_bfloat16, TILE>(p);
     p.dtype = kDCN_FLOAT32;
+    p.math = kDCN_MATH_TF32;
     check<float, TILE>(p);
+    p.math = kDCN_MATH_ACCURATE;
+    check<float, TILE, true>(p);
     if constexpr (TILE + 1 < kTileCount)
         everyTile<TILE + 1>(p);
 }

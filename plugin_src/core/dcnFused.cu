@@ -51,10 +51,11 @@ EncodeTiledFn encodeTiled()
     return fn;
 }
 
-/* The tensor map of the permuted weights wp ([cout][kg] elements, rows of a group consecutive)
- * for TMA tiles: boxes of 128 bytes (one K chunk) x `rows` rows, 128-byte swizzle, zeros past the
- * last row. */
-DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, int rows, char* msg, size_t msgLen)
+/* The tensor map of the permuted weights wp ([parts * cout][kg] elements, rows of a group
+ * consecutive; parts = 2: the big TF32 parts, then the small ones, see dcnPrepKernel) for TMA
+ * tiles: boxes of 128 bytes (one K chunk) x `rows` rows, 128-byte swizzle, zeros past the last row. */
+DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, int rows, int parts, char* msg,
+    size_t msgLen)
 {
     EncodeTiledFn const fn = encodeTiled();
     if (fn == nullptr)
@@ -68,7 +69,7 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
         return kDCN_UNSUPPORTED;
     }
     size_t const elem = elemBytes(p); // 128-byte rows: 64 two-byte or 32 four-byte elements
-    cuuint64_t const dims[2] = {static_cast<cuuint64_t>(kg), static_cast<cuuint64_t>(p.cout)};
+    cuuint64_t const dims[2] = {static_cast<cuuint64_t>(kg), static_cast<cuuint64_t>(p.cout) * parts};
     cuuint64_t const strides[1] = {static_cast<cuuint64_t>(kg) * elem};
     cuuint32_t const box[2] = {static_cast<cuuint32_t>(128 / elem), static_cast<cuuint32_t>(rows)};
     cuuint32_t const elementStrides[2] = {1, 1};
@@ -110,9 +111,19 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         setMsg(msg, msgLen, "fused kernel: tile %d copies 128-byte weight rows by TMA, which take FP32 only", TILE);
         return kDCN_UNSUPPORTED;
     }
+    else if constexpr (S.nhwc && S.wgmma && MK == MathKind::k3xTf32
+        && S.stages * 2 * size_t(S.bm + S.bn) * S.bk * sizeof(T) > 227 * 1024)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %d does not fit in shared memory in 3xTF32 (both TF32 parts of "
+            "each operand); it runs FP32 in TF32 mode only", TILE);
+        return kDCN_UNSUPPORTED;
+    }
     else if constexpr (S.nhwc)
     {
-        using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma, S.pregs>;
+        // FP32 warpgroup tiles: 3xTF32 keeps every operand as two TF32 parts (NTile::SPLIT).
+        constexpr int SPLIT = S.wgmma && MK == MathKind::k3xTf32 ? 2 : 1;
+        using C
+            = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma, S.pregs, SPLIT>;
         T* const xh = static_cast<T*>(q.workspace);
         T* const wp = reinterpret_cast<T*>(static_cast<char*>(q.workspace) + alignUp(size_t(p.n) * p.c * p.h * p.w * sizeof(T)));
         float* const partial = reinterpret_cast<float*>(static_cast<char*>(q.workspace) + nhwcBytes(p));
@@ -135,7 +146,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         CUtensorMap tmA{}; // TMA tiles: encoded before anything is launched, too
         if constexpr (S.tmaA)
         {
-            DcnStatus const m = weightMap(tmA, wp, p, a.kg, S.bm, msg, msgLen);
+            DcnStatus const m = weightMap(tmA, wp, p, a.kg, S.bm, SPLIT, msg, msgLen);
             if (m != kDCN_SUCCESS)
                 return m;
         }
@@ -145,7 +156,9 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             sizeof(T) == 2 && hw % 8 == 0 && reinterpret_cast<uintptr_t>(q.x) % 16 == 0
                     && reinterpret_cast<uintptr_t>(xh) % 16 == 0
                 ? 1
-                : 0);
+                : 0,
+            !(S.wgmma && sizeof(T) == 4) ? kWeightCopy : SPLIT == 2 ? kWeightSplit : kWeightTf32,
+            static_cast<int64_t>(p.cout) * a.kg);
         s = launchError("prep kernel", p, TILE, msg, msgLen);
         if (s != kDCN_SUCCESS)
             return s;
@@ -237,12 +250,14 @@ DcnStatus launchMath(DcnParams const& p, Choice const& c, FusedArgs const& a, De
     case 25: return launchTile<T, MK, 25>(p, c, a, d, q, stream, msg, msgLen);
     case 26: return launchTile<T, MK, 26>(p, c, a, d, q, stream, msg, msgLen);
     case 27: return launchTile<T, MK, 27>(p, c, a, d, q, stream, msg, msgLen);
+    case 28: return launchTile<T, MK, 28>(p, c, a, d, q, stream, msg, msgLen);
+    case 29: return launchTile<T, MK, 29>(p, c, a, d, q, stream, msg, msgLen);
     default: break;
     }
     setMsg(msg, msgLen, "fused kernel: tile configuration %d does not exist (0..%d)", c.tile, kTileCount - 1);
     return kDCN_UNSUPPORTED;
 }
-static_assert(kTileCount == 28, "launchMath lists every tile");
+static_assert(kTileCount == 30, "launchMath lists every tile");
 
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {

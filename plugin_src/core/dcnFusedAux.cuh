@@ -16,6 +16,49 @@ namespace fused
 constexpr int kPrepTile = 64;       // x transpose: 64 channels x 64 pixels per block
 constexpr int kPrepSegment = 4096; // weight elements one prep block permutes through shared memory
 
+/* Weight modes of the prep kernel for the FP32 warpgroup tiles, whose MMAs read TF32 bits from
+ * shared memory: kWeightTf32 rounds the permuted weights to TF32, kWeightSplit writes their big TF32
+ * parts and, wLo elements further, their small parts (3xTF32). Other tiles copy (kWeightCopy). */
+constexpr int32_t kWeightCopy = 0;
+constexpr int32_t kWeightTf32 = 1;
+constexpr int32_t kWeightSplit = 2;
+
+template <typename T>
+__device__ __forceinline__ void putWeight(T* dst, int64_t j, T v, int32_t wMode, int64_t wLo)
+{
+    if constexpr (sizeof(T) == 4)
+    {
+        uint32_t big = 0;
+        uint32_t small = 0;
+        if (wMode == kWeightTf32)
+            v = __uint_as_float(toTf32(v));
+        else if (wMode == kWeightSplit)
+        {
+            splitTf32(v, big, small);
+            v = __uint_as_float(big);
+            dst[wLo + j] = __uint_as_float(small);
+        }
+    }
+    dst[j] = v;
+}
+
+template <typename T>
+__device__ __forceinline__ void putWeights(T* dst, int64_t j, uint4 v, int32_t wMode, int64_t wLo)
+{
+    if constexpr (sizeof(T) == 4)
+    {
+        if (wMode == kWeightTf32)
+            v = tf32Vec(v);
+        else if (wMode == kWeightSplit)
+        {
+            uint4 small;
+            v = tf32SplitVec(v, small);
+            *reinterpret_cast<uint4*>(dst + wLo + j) = small;
+        }
+    }
+    *reinterpret_cast<uint4*>(dst + j) = v;
+}
+
 /* Prep: x (NCHW) -> xh (NHWC) by 64 x 64 tiles (16 elements per thread, all loads in flight
  * before the block synchronises; with xVec, two-byte T whose planes are 16-byte aligned (hw % 8 ==
  * 0): two 16-byte loads of 8 pixels and two 16-byte stores of 8 channels per thread), then the
@@ -23,11 +66,11 @@ constexpr int kPrepSegment = 4096; // weight elements one prep block permutes th
  * [0, xBlocks) transpose, the rest permute `segsPerBlock` consecutive (output channel, channel
  * block) segments of BK * kk weights each: read in the weight's order (c, kp) and written in the K
  * order (kp, c), both coalesced through shared memory, in 16-byte vectors when w is 16-byte aligned
- * (wVec; a segment longer than kPrepSegment element by element). */
+ * (wVec; a segment longer than kPrepSegment element by element), in weight mode wMode (above). */
 template <typename T>
 __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T const* __restrict__ w,
     T* __restrict__ xh, T* __restrict__ wp, int64_t n, int32_t c, int64_t hw, int64_t xBlocks, int64_t segments,
-    int32_t segsPerBlock, int32_t kk, int32_t bkShift, int32_t wVec, int32_t xVec)
+    int32_t segsPerBlock, int32_t kk, int32_t bkShift, int32_t wVec, int32_t xVec, int32_t wMode, int64_t wLo)
 {
     __shared__ T tile[kPrepTile][kPrepTile + 1];
     __shared__ __align__(16) T seg[kPrepSegment];
@@ -150,7 +193,7 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
 #pragma unroll
             for (int q = 0; q < kVec; ++q)
                 op[q] = sp[q * kk];
-            *reinterpret_cast<uint4*>(dst + j) = o;
+            putWeights<T>(dst, j, o, wMode, wLo);
         }
     }
     else if (total <= kPrepSegment)
@@ -175,7 +218,7 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
         {
             int const sgm = j / len;
             int const r = j - sgm * len;
-            dst[j] = seg[sgm * len + (r & (bk - 1)) * kk + (r >> bkShift)];
+            putWeight<T>(dst, j, seg[sgm * len + (r & (bk - 1)) * kk + (r >> bkShift)], wMode, wLo);
         }
     }
     else
@@ -184,7 +227,7 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
         {
             int64_t const sgm = j / len;
             int const r = static_cast<int>(j - sgm * len);
-            dst[j] = src[sgm * len + (r & (bk - 1)) * kk + (r >> bkShift)];
+            putWeight<T>(dst, j, src[sgm * len + (r & (bk - 1)) * kk + (r >> bkShift)], wMode, wLo);
         }
     }
 }

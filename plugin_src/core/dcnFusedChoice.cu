@@ -85,12 +85,13 @@ size_t elemBytes(DcnParams const& p)
 
 /* Plan slots: the most deformable groups that the chunks in flight (bk K rows each) can touch
  * when each group spans cPerDg * kh * kw rows (1 when there is one group). The NCHW kernel has 2
- * chunks in flight, the channel-vectorised one NTile::PD + 1 (at most 6; FP32 3, 64-channel chunks 4). */
+ * chunks in flight, the channel-vectorised one NTile::PD + 1 (at most 6; FP32 3, 64-channel chunks and
+ * producers of 80 registers 4). */
 int planSlots(DcnParams const& p, TileShape const& t)
 {
     if (p.deformableGroup == 1)
         return 1;
-    int const chunks = !t.nhwc ? 2 : p.dtype == kDCN_FLOAT32 ? 3 : t.bk > 32 ? 4 : 6;
+    int const chunks = !t.nhwc ? 2 : t.pregs >= 80 ? 4 : p.dtype == kDCN_FLOAT32 ? 3 : t.bk > 32 ? 4 : 6;
     int64_t const rows = p.c / p.deformableGroup * int64_t(p.kh) * p.kw;
     int64_t const span = (chunks * int64_t(t.bk) - 1 + rows - 1) / rows + 1;
     return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);
@@ -105,8 +106,9 @@ size_t smemBytesFor(int tile, DcnParams const& p)
     size_t const bb = t.nhwc ? size_t(t.bn) * (t.wgmma ? t.bk : lda) * elem : size_t(t.bk) * (t.bn + 8) * elem;
     // Alignment, mbarriers (weights; warpgroup tiles also FULL and EMPTY: NTile::TMA_EXTRA).
     size_t const tmaExtra = t.tmaA ? 1024 + (t.wgmma ? 3 : 1) * t.stages * sizeof(uint64_t) : 0;
-    return t.stages * (ab + bb) + size_t(planSlots(p, t)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t))
-        + tmaExtra;
+    size_t const parts = operandParts(tile, p); // FP32 warpgroup tiles in 3xTF32: both operands twice
+    return t.stages * parts * (ab + bb)
+        + size_t(planSlots(p, t)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t)) + tmaExtra;
 }
 
 /* Whether the channel-vectorised kernel applies (device-independent: it sizes the workspace). */
@@ -133,10 +135,18 @@ int capSplits(DcnParams const& p)
     return cap > 1 ? static_cast<int>(cap) : 1;
 }
 
+int operandParts(int tile, DcnParams const& p)
+{
+    return kTiles[tile].wgmma && p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
+}
+
 size_t nhwcBytes(DcnParams const& p)
 {
     size_t const elem = elemBytes(p);
-    return alignUp(size_t(p.n) * p.c * p.h * p.w * elem) + alignUp(size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elem);
+    // FP32 in 3xTF32: room for the weights' small TF32 parts too (operandParts).
+    size_t const parts = p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
+    return alignUp(size_t(p.n) * p.c * p.h * p.w * elem)
+        + alignUp(parts * p.cout * (p.c / p.group) * p.kh * p.kw * elem);
 }
 
 char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize)
@@ -180,6 +190,9 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
     }
     else if (splits > 1)
         return "only the channel-vectorised tiles split K";
+    if (operandParts(tile, p) == 2 && smemBytesFor(tile, p) > static_cast<size_t>(d.smemOptin))
+        return "this FP32 warpgroup tile does not fit in shared memory in 3xTF32 (both TF32 parts of each operand); "
+               "it runs in TF32 mode";
     if (smemBytesFor(tile, p) > static_cast<size_t>(d.smemOptin))
         return "the sampling plans of this kernel size and deformable grouping do not fit in shared memory";
     return nullptr;
@@ -194,8 +207,8 @@ namespace
 int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
 {
     int64_t const mg = p.cout / p.group;
-    int const all[] = {18, 12, 10, 22, 7, 19, 13, 11, 23, 5, 4, 14, 15, 16, 17, 21, 24, 25, 26, 27, 20, 0, 3, 1, 2, 6,
-        mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
+    int const all[] = {18, 12, 10, 22, 7, 19, 13, 11, 23, 5, 4, 14, 15, 16, 17, 21, 24, 25, 26, 27, 28, 29, 20, 0, 3, 1,
+        2, 6, mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
     for (int t : all)

@@ -191,6 +191,23 @@ __device__ __forceinline__ void splitTf32(float v, uint32_t& big, uint32_t& smal
     small = toTf32(v - __uint_as_float(big));
 }
 
+/* Four FP32 values (a 16-byte sample vector of the FP32 warpgroup tiles) as the TF32 MMAs read them
+ * from shared memory: rounded to TF32 (TF32 mode), or split into big and small TF32 parts (3xTF32). */
+__device__ __forceinline__ uint4 tf32Vec(uint4 v)
+{
+    return make_uint4(toTf32(__uint_as_float(v.x)), toTf32(__uint_as_float(v.y)), toTf32(__uint_as_float(v.z)),
+        toTf32(__uint_as_float(v.w)));
+}
+__device__ __forceinline__ uint4 tf32SplitVec(uint4 v, uint4& small)
+{
+    uint4 big;
+    splitTf32(__uint_as_float(v.x), big.x, small.x);
+    splitTf32(__uint_as_float(v.y), big.y, small.y);
+    splitTf32(__uint_as_float(v.z), big.z, small.z);
+    splitTf32(__uint_as_float(v.w), big.w, small.w);
+    return big;
+}
+
 } // namespace fused
 } // namespace dcn
 

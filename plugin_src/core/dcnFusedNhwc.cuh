@@ -233,6 +233,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
 #else
                     mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
                     tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
+                    if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
+                        tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
+                            a.cout + g * a.mg + m0, fullA + 8 * s);
 #endif
                 }
             }
@@ -267,6 +270,14 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     res = interpPacked<T>(R.w[u], R.v[u]);
                 else
                     res = interpFloat<T>(planW[R.e0 + bPix[j]], R.v[u]);
+                if constexpr (C::WG && sizeof(T) == 4 && C::SPLIT == 2)
+                {
+                    uint4 small;
+                    res = tf32SplitVec(res, small);
+                    stShared16(bDst[j] + bStage + static_cast<uint32_t>(C::B_HALF), small);
+                }
+                else if constexpr (C::WG && sizeof(T) == 4)
+                    res = tf32Vec(res);
                 stShared16(bDst[j] + bStage, res);
             }
 #else

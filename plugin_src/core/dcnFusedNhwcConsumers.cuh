@@ -223,6 +223,11 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         wRow = wgRow + (wm & 3) * 16;
         uint32_t const aWg = smemAddr(sA) + static_cast<uint32_t>(wgRow * C::LDA * sizeof(T));
         uint32_t const bAll = smemAddr(sB);
+        constexpr int KSTEPS = C::BK * sizeof(T) / 32; // MMA K steps of 32 bytes (k16; FP32: k8)
+        static_assert(C::SPLIT == 1 || (C::SWAP && C::MBAR), "3xTF32 warpgroup tiles: swapped, mbarriers");
+        float tmp[C::SPLIT == 2 ? C::MT : 1][C::SPLIT == 2 ? C::NT : 1][4]; // 3xTF32: a chunk's sums
+        if constexpr (C::SPLIT == 2)
+            eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
@@ -234,10 +239,42 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             mbarWait(fullA + 8 * s, phase); // and its weight tile landed
             uint32_t const aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
+            if constexpr (C::SPLIT == 2)
+            {
+                // 3xTF32: the chunk's products go into a fresh sum (tmp), added to acc by FP32 adds
+                // once they are done, so that the tensor cores' accumulation error stays confined to
+                // one chunk (as mma3xTf32 does per K step on the other tiles). The stage is then free.
+                wgmmaFence();
+#pragma unroll
+                for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+                    for (int ns = 0; ns < C::BM / C::CWG / C::SWAP_N; ++ns)
+                    {
+                        float* const t = &tmp[0][0][0] + ns * C::SWAP_N / 2;
+                        uint64_t const bBig = wgmmaDesc(bS + ks * 32);
+                        uint64_t const aBig = wgmmaDesc(aS + ns * C::SWAP_N * 128 + ks * 32);
+                        wgmmaTf32<C::SWAP_N>(t, wgmmaDesc(bS + C::B_HALF + ks * 32), aBig, ks > 0);
+                        wgmmaTf32<C::SWAP_N>(t, bBig, wgmmaDesc(aS + C::A_HALF + ns * C::SWAP_N * 128 + ks * 32), 1);
+                        wgmmaTf32<C::SWAP_N>(t, bBig, aBig, 1);
+                    }
+                wgmmaCommit();
+                wgmmaWait<0>();
+                eachAcc<C>(tmp, [](float& v) { wgmmaFenceOperand(v); });
+#pragma unroll
+                for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+                    for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+                        for (int q = 0; q < 4; ++q)
+                            acc[mt][nt][q] += tmp[mt][nt][q];
+                if (kc + C::STAGES < nChunks)
+                    mbarArrive(fullA + C::EMPTY_OFF + 8 * s);
+                continue;
+            }
 #ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
             wgmmaFence();
 #pragma unroll
-            for (int ks = 0; ks < C::BK / 16; ++ks)
+            for (int ks = 0; ks < KSTEPS; ++ks)
             {
                 if constexpr (C::SWAP)
 #pragma unroll

@@ -19,7 +19,7 @@ namespace fused
 {
 
 template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_,
-    bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0>
+    bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0, int SPLIT_ = 1>
 struct NTile
 {
     static constexpr int BM = BM_;
@@ -105,8 +105,14 @@ struct NTile
         : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
 #endif
     static constexpr int A_VECS = BM * BK / VEC;
-    static constexpr size_t A_BYTES = size_t(BM) * LDA * sizeof(T);
-    static constexpr size_t B_BYTES = size_t(BN) * LDB * sizeof(T);
+    // SPLIT = 2 (FP32 warpgroup tiles in 3xTF32): each stage holds every operand twice, its TF32
+    // big part and then its TF32 small part (A_HALF, B_HALF bytes further), as the prep kernel
+    // (weights) and the producers (samples) split them; wgmma reads both from shared memory.
+    static constexpr int SPLIT = SPLIT_;
+    static constexpr size_t A_HALF = size_t(BM) * LDA * sizeof(T);
+    static constexpr size_t B_HALF = size_t(BN) * LDB * sizeof(T);
+    static constexpr size_t A_BYTES = SPLIT * A_HALF;
+    static constexpr size_t B_BYTES = SPLIT * B_HALF;
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
@@ -119,6 +125,7 @@ struct NTile
             && size_t(BM) * (BN + 4 + 1) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
         "epilogue through shared memory (stageTile, storeTile)");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
+    static_assert(SPLIT == 1 || (SPLIT == 2 && WG && sizeof(T) == 4), "operands split into TF32 parts");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
                                     && CREGS >= PREGS && CREGS <= 256), "register split");
     // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage for the weights.

@@ -62,6 +62,8 @@ constexpr TileShape kTiles[] = {
     {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72}, // 25: tile 24 with 16 producer warps of 72 registers
     {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80},  // 26: 256 x 64, one consumer warpgroup, 16 producer warps
     {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 27: 128 x 64, the same split of warps and registers
+    {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64},  // 28: tile 27 for FP32 (TF32 wgmma, 32-channel chunks)
+    {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80},  // 29: tile 26 for FP32 (TF32 only: 3xTF32 needs 2x smem)
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
@@ -100,6 +102,10 @@ size_t alignUp(size_t v);
  * shared memory per block. */
 int planSlots(DcnParams const& p, TileShape const& t);
 size_t smemBytesFor(int tile, DcnParams const& p);
+
+/* Parts each operand is kept in by `tile` for p: 2 on the FP32 warpgroup tiles in 3xTF32 (big and
+ * small TF32 parts, NTile::SPLIT), else 1. */
+int operandParts(int tile, DcnParams const& p);
 
 /* Workspace layout of the channel-vectorised kernel: the NHWC copy of x and the permuted weights
  * (nhwcBytes), then room for the FP32 partial sums of the K splits capSplits(p) allows (see

@@ -2,8 +2,9 @@
  * dcnconvert core: Hopper warpgroup MMAs (wgmma, sm_90a) for the fused kernel's consumers: four
  * consumer warps issue one asynchronous m64nNk16 MMA that reads both operands from shared memory
  * (no ldmatrix, no fragments in registers) and accumulates in FP32 registers. Both operands are
- * K-major tiles of 64 two-byte elements per 128-byte row, stored with the 128-byte swizzle (the
- * weight tile by TMA, the sample tile by the producers), stages 1024-byte aligned.
+ * K-major tiles of 128-byte rows (64 two-byte elements, or 32 FP32 ones read as TF32), stored with
+ * the 128-byte swizzle (the weight tile by TMA, the sample tile by the producers), stages 1024-byte
+ * aligned.
  * Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_WGMMA_CUH
@@ -155,6 +156,68 @@ DCN_WGMMA_M64N128K16(__half, "f16")
 DCN_WGMMA_M64N128K16(__nv_bfloat16, "bf16")
 #undef DCN_WGMMA_M64N64K16
 #undef DCN_WGMMA_M64N128K16
+
+/* TF32 (the FP32 warpgroup tiles): d = (accumulate ? d : 0) + A (64 x 8) * B (8 x N), both K-major
+ * FP32 tiles in shared memory laid out as above (a k8 step is again 32 bytes of a 128-byte row);
+ * the MMA reads the TF32 bits of each element, so the operands are stored already rounded (or split
+ * into TF32 parts for 3xTF32). accumulate = 0 starts a fresh sum without clearing registers. */
+template <int N>
+__device__ __forceinline__ void wgmmaTf32(float* d, uint64_t descA, uint64_t descB, int accumulate);
+
+#ifdef DCN_WGMMA_DEVICE
+template <>
+__device__ __forceinline__ void wgmmaTf32<64>(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, "
+                 "%8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, "
+                 "%24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1;\n\t}"
+                 : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24)
+                 : "l"(descA), "l"(descB), "r"(accumulate));
+}
+template <>
+__device__ __forceinline__ void wgmmaTf32<128>(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, "
+                 "%8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, "
+                 "%24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, "
+                 "%40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, "
+                 "%56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "%64, %65, p, 1, 1;\n\t}"
+                 : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24),
+                   DCN_WGMMA_ACC8(32), DCN_WGMMA_ACC8(40), DCN_WGMMA_ACC8(48), DCN_WGMMA_ACC8(56)
+                 : "l"(descA), "l"(descB), "r"(accumulate));
+}
+#else
+template <int N>
+__device__ __forceinline__ void wgmmaTf32(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    (void)d;
+    (void)descA;
+    (void)descB;
+    (void)accumulate;
+    DCN_WGMMA_MISSING();
+}
+#endif
+/* The FP32 tiles' TF32 product in the form the 2-byte types use (accumulating). */
+template <>
+__device__ __forceinline__ void wgmmaAsync<float, 64>(float* d, uint64_t descA, uint64_t descB)
+{
+    wgmmaTf32<64>(d, descA, descB, 1);
+}
+template <>
+__device__ __forceinline__ void wgmmaAsync<float, 128>(float* d, uint64_t descA, uint64_t descB)
+{
+    wgmmaTf32<128>(d, descA, descB, 1);
+}
 #ifdef DCN_WGMMA_ACC8
 #undef DCN_WGMMA_ACC8
 #endif
