@@ -116,8 +116,25 @@ def error_summary(result: dict) -> str:
     return text
 
 
+def implied_peak(result: dict, prec: str, impl: str, factor: float) -> list[tuple[str, float]]:
+    """For the bar "fused >= factor x impl" in ``prec``: per shape with both times, the fraction of
+    the measured ``prec`` peak at which a whole call (its FLOPs only, nothing else) would have to run
+    to meet it, largest first. Above 1.0 a bar cannot be met on that GPU."""
+    idx = index(result.get("rows", []))
+    peak = (result.get("peak") or {}).get(prec)
+    out = []
+    for s in result.get("shapes", []):
+        other = _us(other_row(idx, s["name"], prec, impl))
+        if not peak or not other or not s.get("flop"):
+            continue
+        out.append((s["name"], s["flop"] / (peak * 1e12) / (other / factor * 1e-6)))
+    return sorted(out, key=lambda t: -t[1])
+
+
 def acceptance(result: dict) -> list[str]:
-    """The acceptance bars of issue 4, evaluated on this result (PASS / FAIL / n.a. per bar)."""
+    """The acceptance bars of issue 4, evaluated on this result (PASS / FAIL / n.a. per bar), each
+    FP16/BF16 ratio bar followed by a "need" line: the fraction of the measured peak its target
+    implies on the shape where it is highest (implied_peak)."""
     idx = index(result.get("rows", []))
     shapes = {s["name"]: s for s in result.get("shapes", [])}
     lines = []
@@ -143,6 +160,12 @@ def acceptance(result: dict) -> list[str]:
         for impl in ("baseline", "torchvision"):
             vals = [(n, ratios(idx, n, prec)[impl]) for n in big]
             bar(f"{prec} x{impl} >= 2.5 (Cout >= 128)", vals, lambda v: v >= 2.5)
+            need = [t for t in implied_peak(result, prec, impl, 2.5) if t[0] in big]
+            if need:
+                lines.append(
+                    f"need  {prec} x{impl} >= 2.5: a call at {100 * need[0][1]:.0f}% of the measured "
+                    f"{prec} peak on {need[0][0]} (its FLOPs alone)"
+                )
         bar(
             f"{prec} xbaseline >= 1.0 (all shapes)",
             [(n, ratios(idx, n, prec)["baseline"]) for n in allp],

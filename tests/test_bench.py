@@ -195,6 +195,18 @@ def test_acceptance_verdicts():
     assert next(ln for ln in lines if "tf32 xbaseline" in ln).startswith("PASS")  # 4.15x
     assert next(ln for ln in lines if "fp32 xbaseline" in ln).startswith("PASS")  # 3.32x
     assert next(ln for ln in lines if "error <= simple" in ln).startswith("PASS")
+    # r50-c4: 4.95 GFLOP; 2.5x torchvision's 150 us is 60 us, i.e. 82.5 TFLOP/s of the 700 peak
+    need = next(ln for ln in lines if ln.startswith("need  fp16 xtorchvision"))
+    assert "12% of the measured fp16 peak on r50-c4" in need, need
+
+
+def test_implied_peak_is_flops_over_peak_times_target():
+    res = _result()
+    flop = next(s["flop"] for s in res["shapes"] if s["name"] == "bev-c4")
+    got = dict(report.implied_peak(res, "fp16", "baseline", 2.5))
+    assert got["bev-c4"] == pytest.approx(flop / 700e12 / (515.0 / 2.5 * 1e-6))
+    assert "r50-c4" in got and set(got) == {"r50-c4", "bev-c4"}
+    assert report.implied_peak(res, "bf16", "baseline", 2.5) == []  # no bf16 peak in this result
 
 
 def test_best_tiles():
