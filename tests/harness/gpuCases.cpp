@@ -102,6 +102,16 @@ std::vector<Case> gridCases()
     larger.w = 40;
     larger.cout = 16;
     larger.attrs = Attrs{{1, 1}, {1, 1}, {1, 1}, 1, 2};
+    // Channels per group and per deformable group in multiples of 32: the channel-vectorised kernel,
+    // which needs the workspace. On an H200 AUTO runs FP32 (3xTF32) on warpgroup tile 28 with K split
+    // 4 ways, so the workspace holds both TF32 parts of the weights and the partial sums; TF32 runs
+    // tile 22 (dcnFusedSplitTail, host only).
+    Problem vec = base;
+    vec.c = 128;
+    vec.h = 40;
+    vec.w = 48;
+    vec.cout = 128;
+    vec.attrs = Attrs{{1, 1}, {1, 1}, {1, 1}, 1, 1};
 
     add("fp32_base", base, DataType::kFLOAT, 2.F);
     add("fp32_nonsquare_g2_dg2", nonSquare, DataType::kFLOAT, 2.F);
@@ -116,8 +126,10 @@ std::vector<Case> gridCases()
     add("bf16_k5_g4_s3x2", fiveByFive, DataType::kBF16, 2.F);
     add("bf16_larger", larger, DataType::kBF16, 4.F);
     add("fp32_larger", larger, DataType::kFLOAT, 4.F);
+    add("fp32_vec", vec, DataType::kFLOAT, 3.F);
     // allow_tf32 = 1: FP32 within the TF32 bound; FP16/BF16 ignore it (bit-identical to the case without it).
     addTf32("fp32_larger_tf32", "fp32_larger");
+    addTf32("fp32_vec_tf32", "fp32_vec");
     addTf32("fp32_k5_g4_s3x2_tf32", "fp32_k5_g4_s3x2");
     addTf32("fp16_larger_tf32", "fp16_larger");
     addTf32("bf16_larger_tf32", "bf16_larger");
