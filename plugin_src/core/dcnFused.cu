@@ -111,6 +111,9 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         setMsg(msg, msgLen, "fused kernel: tile %d copies 128-byte weight rows by TMA, which take FP32 only", TILE);
         return kDCN_UNSUPPORTED;
     }
+    // A warpgroup tile whose 3xTF32 stages (both TF32 parts of each operand) exceed the largest
+    // shared memory of a 9.x block: no kernel is instantiated (it could never launch, and it spills);
+    // unsupportedReason refuses it on the host first.
     else if constexpr (S.nhwc && S.wgmma && MK == MathKind::k3xTf32
         && S.stages * 2 * size_t(S.bm + S.bn) * S.bk * sizeof(T) > 227 * 1024)
     {

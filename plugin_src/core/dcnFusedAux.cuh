@@ -28,12 +28,12 @@ __device__ __forceinline__ void putWeight(T* dst, int64_t j, T v, int32_t wMode,
 {
     if constexpr (sizeof(T) == 4)
     {
-        uint32_t big = 0;
-        uint32_t small = 0;
         if (wMode == kWeightTf32)
             v = __uint_as_float(toTf32(v));
         else if (wMode == kWeightSplit)
         {
+            uint32_t big = 0;
+            uint32_t small = 0;
             splitTf32(v, big, small);
             v = __uint_as_float(big);
             dst[wLo + j] = __uint_as_float(small);

@@ -59,12 +59,13 @@ float chunkWeight(int tile, DcnParams const& p)
     // 16 producer warps (setmaxnreg): 13-21% faster than tile 21 (BEV-c4, DBNet-c4, R50-c5).
     case 26: return fp32 ? 0.0f : 0.75f;
     case 27: return fp32 ? 0.0f : bf16 ? 0.55f : 0.65f;
-    // Tile 27 for FP32 (session 9, R50-c4, BEV-c4, DBNet-c4, OCD-l4, R50-c3 against tiles 22 and 23):
-    // 3xTF32 on warpgroup MMAs took 0.52-0.58x tile 23's time, TF32 0.87-0.91x tile 22's.
+    // Tile 27 for FP32 (session 9; R50-c4, BEV-c4, DBNet-c4, OCD-l4, R50-c3, each against the better
+    // of tiles 22 and 23 at its best split): 3xTF32 on warpgroup MMAs took 0.51-0.55x their time,
+    // TF32 0.89-0.91x.
     case 28: return tf32 ? 0.70f : fp32 ? 0.40f : 0.0f;
-    // Tile 26 for FP32, TF32 only (3xTF32 does not fit its shared memory): 0.59-0.75x tile 28's time
-    // on R50-c4, BEV-c4, DBNet-c4, OCD-l4; where a group has 128 output channels or fewer its rows are
-    // half empty (R50-c3 113 us against 63 for tile 28, CenterNet-64 76 against 47).
+    // Tile 26 for FP32, TF32 only (3xTF32 does not fit its shared memory): 0.59-0.76x tile 28's time
+    // at the best split of each (R50-c4, BEV-c4, DBNet-c4, OCD-l4); where a group has 128 output
+    // channels or fewer its rows are half empty (R50-c3 113 us against 63, CenterNet-64 76 against 47).
     case 29: return tf32 && mg > 128 ? 0.78f : 0.0f;
     default: return 0.0f;
     }

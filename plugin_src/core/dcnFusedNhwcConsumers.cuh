@@ -261,12 +261,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 wgmmaWait<0>();
                 eachAcc<C>(tmp, [](float& v) { wgmmaFenceOperand(v); });
 #pragma unroll
-                for (int mt = 0; mt < C::MT; ++mt)
-#pragma unroll
-                    for (int nt = 0; nt < C::NT; ++nt)
-#pragma unroll
-                        for (int q = 0; q < 4; ++q)
-                            acc[mt][nt][q] += tmp[mt][nt][q];
+                for (int i = 0; i < C::MT * C::NT * 4; ++i)
+                    (&acc[0][0][0])[i] += (&tmp[0][0][0])[i];
                 if (kc + C::STAGES < nChunks)
                     mbarArrive(fullA + C::EMPTY_OFF + 8 * s);
                 continue;
