@@ -74,7 +74,11 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
 {
     __shared__ T tile[kPrepTile][kPrepTile + 1];
     __shared__ __align__(16) T seg[kPrepSegment];
-    gridDependencyTrigger(); // the fused kernel may start its sampling plans (sm_90, dcnFused.cu)
+    // Launched as a programmatic dependent (sm_90): the stream's previous kernel is complete and its
+    // writes visible after this wait. Only then may the fused kernel start its sampling plans, which
+    // read offset and mask before their own wait (dcnFused.cu).
+    gridDependencyWait();
+    gridDependencyTrigger();
     int64_t const b = blockIdx.x;
     if (b < xBlocks)
     {

@@ -52,7 +52,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     uint32_t const emptyS = fullA + C::EMPTY_OFF;
 
     int const tid = threadIdx.x;
-    gridDependencyTrigger(); // the split-K reduction may be scheduled (it waits for this grid)
+    // The grid's dependents (the split-K reduction, the split tail, the next call's prep kernel) are
+    // released by the consumers after their main loop (nhwcConsumers), not here: released at the
+    // start, the next prep's blocks would sit on the SMs during the whole main loop.
     int const g = static_cast<int>(blockIdx.z) / a.splits;
     int const split = static_cast<int>(blockIdx.z) - g * a.splits;
     int64_t const p0 = (static_cast<int64_t>(blockIdx.x) + a.tileBase) * C::BN;

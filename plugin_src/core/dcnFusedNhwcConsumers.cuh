@@ -322,6 +322,9 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     }
     // The stages are free once every consumer warp is past its last MMA (stageTile waits for that):
     // every chunk's sample stores and weight tiles have landed.
+    // The split-K reduction, or the next call's prep kernel, may be scheduled now (both wait for
+    // this grid); the producer warps count as triggered once they have exited.
+    gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
     storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, partial);
