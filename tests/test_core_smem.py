@@ -2,7 +2,9 @@
 plugin_src/core/dcnFusedChoice.cu: the support check and the cost model) against the size the kernel
 asks for at launch (`NTile::smemBytes`, dcnFusedNhwcTile.cuh). The two are written separately; a
 stage, an mbarrier or a plan slot counted on one side only would let AUTO pick a tile that cannot
-launch, or refuse one that can. Compiled as host code with nvcc: no GPU needed."""
+launch, or refuse one that can. The same program checks that the host's plan slots cover the
+chunks whose plans the kernel's producers hold at once (`planChunks` against `NTile::PD`).
+Compiled as host code with nvcc: no GPU needed."""
 
 from __future__ import annotations
 
@@ -45,6 +47,14 @@ template <typename T, int TILE, bool SPLIT_MATH = false> void check(DcnParams co
             printf("tile %d, %d-byte elements, %d deformable groups, %dx%d kernel: kernel %zu, host %zu\n",
                 TILE, static_cast<int>(sizeof(T)), static_cast<int>(p.deformableGroup),
                 static_cast<int>(p.kh), static_cast<int>(p.kw), kernel, host);
+        }
+        // The producers' register ring holds PD units and reads one chunk's plan ahead: the host's
+        // plan slots must cover PD + 1 chunks, or a rebuilt plan could overwrite one still in use.
+        if (planChunks(p, S) < C::PD + 1)
+        {
+            ++failures;
+            printf("tile %d, %d-byte elements: the host counts %d chunks of plans, the kernel holds %d\n",
+                TILE, static_cast<int>(sizeof(T)), planChunks(p, S), C::PD + 1);
         }
     }
 }
@@ -101,7 +111,8 @@ def test_host_shared_memory_matches_the_kernels(tmp_path: Path) -> None:
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=False)
     last = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0 and last.endswith("mismatches 0"), run.stdout
-    # Per layer: 11 tiles in all three element types, 5 in FP16/BF16 (64-channel chunks), the 8 TMA
-    # tiles with 64-channel chunks in FP16/BF16 and the 2 with 32-channel ones in FP32: 61 checks.
+    # Per layer: 11 tiles in FP16, BF16 and FP32 in both math modes, 5 in FP16/BF16 (64-channel
+    # chunks), the 8 TMA tiles with 64-channel chunks in FP16/BF16 and the 4 with 32-channel ones in
+    # FP32 in both math modes: 78 checks.
     checked = int(last.split(",")[0].split()[1])
-    assert checked >= 12 * 61, last
+    assert checked >= 12 * 78, last

@@ -83,15 +83,18 @@ size_t elemBytes(DcnParams const& p)
     return p.dtype == kDCN_FLOAT32 ? 4 : 2;
 }
 
-/* Plan slots: the most deformable groups that the chunks in flight (bk K rows each) can touch
- * when each group spans cPerDg * kh * kw rows (1 when there is one group). The NCHW kernel has 2
- * chunks in flight, the channel-vectorised one NTile::PD + 1 (at most 6; FP32 3, 64-channel chunks and
- * producers of 80 registers 4). */
+int planChunks(DcnParams const& p, TileShape const& t)
+{
+    return !t.nhwc ? 2 : t.pregs >= 80 ? 4 : p.dtype == kDCN_FLOAT32 ? 3 : t.bk > 32 ? 4 : 6;
+}
+
+/* Plan slots: the most deformable groups that planChunks chunks in flight (bk K rows each) can
+ * touch when each group spans cPerDg * kh * kw rows (1 when there is one group). */
 int planSlots(DcnParams const& p, TileShape const& t)
 {
     if (p.deformableGroup == 1)
         return 1;
-    int const chunks = !t.nhwc ? 2 : t.pregs >= 80 ? 4 : p.dtype == kDCN_FLOAT32 ? 3 : t.bk > 32 ? 4 : 6;
+    int const chunks = planChunks(p, t);
     int64_t const rows = p.c / p.deformableGroup * int64_t(p.kh) * p.kw;
     int64_t const span = (chunks * int64_t(t.bk) - 1 + rows - 1) / rows + 1;
     return static_cast<int>(span < p.deformableGroup ? span : p.deformableGroup);

@@ -98,8 +98,11 @@ DcnStatus queryDevice(Device& d, char* msg, size_t msgLen);
 size_t elemBytes(DcnParams const& p);
 size_t alignUp(size_t v);
 
-/* Plan slots of p's sampling plans in tile t's kernel (see the definition), and the kernel's
- * shared memory per block. */
+/* K chunks whose sampling plans tile t's kernel may hold at once: 2 on the NCHW kernel, NTile::PD
+ * + 1 or more on the channel-vectorised one (tests/test_core_smem.py checks it against NTile::PD);
+ * plan slots of p's sampling plans in that kernel (see the definition), and the kernel's shared
+ * memory per block. */
+int planChunks(DcnParams const& p, TileShape const& t);
 int planSlots(DcnParams const& p, TileShape const& t);
 size_t smemBytesFor(int tile, DcnParams const& p);
 
