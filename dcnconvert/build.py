@@ -182,7 +182,7 @@ def check_environment(options: BuildOptions, trt_adapter: Any = None) -> tuple[A
         from dcnconvert import trt_adapter
     trt = trt_adapter.load_tensorrt()
     api = trt_adapter.api_for(trt.__version__)
-    library = plugin_lib.plugin_library_for_target(options.target, options.plugin_lib)
+    library = plugin_lib.plugin_library_for_target(options.target, options.plugin_lib, trt.__version__)
     return trt, api, library
 
 

@@ -325,16 +325,22 @@ def register(group: click.Group) -> None:
 
     @group.command("plugin-path")
     @click.option("--plugin-lib", type=_FILE_ARG, default=None, help="Check this library instead.")
+    @click.option("--tensorrt-version", default=None, metavar="VERSION",
+                  help="Choose for this TensorRT version (e.g. 10.16 for trtexec) instead of the installed one.")
     @common_options
-    def plugin_path(plugin_lib: Path | None, json_mode: bool) -> None:
-        """Print the path of the plugin library (for polygraphy --plugins / trtexec --staticPlugins)."""
+    def plugin_path(plugin_lib: Path | None, tensorrt_version: str | None, json_mode: bool) -> None:
+        """Print the path of the plugin library (for polygraphy --plugins / trtexec --staticPlugins).
+
+        The library is the one built for the installed TensorRT's major version (a library of the other
+        major registers nothing); the reason for the choice goes to stderr, and into --json.
+        """
 
         def work() -> dict[str, Any]:
             from dcnconvert import plugin_lib as plugin_lib_mod
 
-            path = plugin_lib_mod.find_plugin_library(plugin_lib)
-            log.get_logger().debug("plugin library: %s", path)
-            return {"plugin_library": str(path)}
+            choice = plugin_lib_mod.choose_plugin_library(plugin_lib, tensorrt_version)
+            log.get_logger().info("plugin library: %s (%s)", choice.path, choice.reason)
+            return choice.to_dict()
 
         run_command("plugin-path", json_mode, work, render=lambda r: r.get("plugin_library"))
 

@@ -214,16 +214,37 @@ class TestUsage:
 class TestPluginPath:
     def test_missing(self, monkeypatch, tmp_path):
         monkeypatch.delenv(plugin_lib.ENV_VAR, raising=False)
-        monkeypatch.setattr(plugin_lib, "bundled_path", lambda: tmp_path / "_lib" / plugin_lib.LIB_NAME)
+        monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, str(tmp_path / "cache"))
+        monkeypatch.setattr(plugin_lib, "_package_dir", lambda: tmp_path)
         res = invoke("plugin-path")
         assert res.exit_code == 4 and res.stdout == ""
-        assert "make plugin" in res.stderr
+        assert "dcnconvert plugin build" in res.stderr
 
     def test_prints_only_the_path(self, plugin_env):
         res = invoke("plugin-path")
         assert res.exit_code == 0 and res.stdout == f"{plugin_env.resolve()}\n"
+        assert "given by $DCNCONVERT_PLUGIN_LIB" in res.stderr
         obj = one_json(invoke("plugin-path", "--json").stdout)
         assert obj["plugin_library"] == str(plugin_env.resolve())
+        assert obj["origin"] == "$DCNCONVERT_PLUGIN_LIB" and obj["reason"] == "given by $DCNCONVERT_PLUGIN_LIB"
+
+    def test_chooses_by_the_tensorrt_version(self, monkeypatch, tmp_path):
+        monkeypatch.delenv(plugin_lib.ENV_VAR, raising=False)
+        monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, str(tmp_path / "cache"))
+        monkeypatch.setattr(plugin_lib, "_package_dir", lambda: tmp_path)
+        line = "dcnconvert-plugin-build-info: tensorrt_headers={} cuda_runtime=13000 archs=sm_90a compute_90"
+        libs = {}
+        for major, headers in ((10, "10.3.0"), (11, "11.1.0")):
+            libs[major] = tmp_path / "_lib" / f"trt{major}" / plugin_lib.LIB_NAME
+            libs[major].parent.mkdir(parents=True)
+            libs[major].write_bytes(b"\x7fELF\0" + line.format(headers).encode() + b"\0")
+        for version, major in (("10.16.1.11", 10), ("11.4", 11)):
+            obj = one_json(invoke("plugin-path", "--tensorrt-version", version, "--json").stdout)
+            assert obj["plugin_library"] == str(libs[major]) and obj["origin"] == "bundled"
+            assert obj["library_tensorrt_major"] == major and obj["tensorrt_version"] == version
+            assert obj["build_info"]["tensorrt_headers"] == ("10.3.0" if major == 10 else "11.1.0")
+        res = invoke("plugin-path", "--tensorrt-version", "12.0")
+        assert res.exit_code == 4 and "no plugin library for TensorRT 12" in res.stderr
 
 
 # ------------------------------------------------------------------------------------------------

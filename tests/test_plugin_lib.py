@@ -1,6 +1,11 @@
-"""Finding the plugin library (dcnconvert.plugin_lib)."""
+"""Choosing the plugin library (dcnconvert.plugin_lib): by the TensorRT major version, with a reason."""
 
 from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -8,43 +13,121 @@ from dcnconvert import plugin_lib, schema
 from dcnconvert.errors import PluginLoadError
 
 
+def fake_library(path: Path, headers: str, archs: str = "sm_90a compute_90") -> Path:
+    """A file that carries the build-info line the real library has (between other bytes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = f"dcnconvert-plugin-build-info: tensorrt_headers={headers} cuda_runtime=13000 archs={archs}"
+    path.write_bytes(b"\x7fELF" + os.urandom(64) + b"\0" + line.encode() + b"\0" + os.urandom(64))
+    return path
+
+
 @pytest.fixture
-def fake_bundle(tmp_path, monkeypatch):
-    """Point the bundled location at a temporary folder (absent file by default)."""
-    lib = tmp_path / "_lib" / plugin_lib.LIB_NAME
-    monkeypatch.setattr(plugin_lib, "bundled_path", lambda: lib)
+def tree(tmp_path, monkeypatch):
+    """An empty package folder, an empty cache, no environment override and no installed TensorRT."""
+    pkg = tmp_path / "pkg"
+    (pkg / "_lib").mkdir(parents=True)
+    monkeypatch.setattr(plugin_lib, "_package_dir", lambda: pkg)
+    monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, str(tmp_path / "cache"))
     monkeypatch.delenv(plugin_lib.ENV_VAR, raising=False)
+    monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: None)
+    monkeypatch.setattr(plugin_lib, "source_hash", lambda root=None: "src-1")
+    return pkg
+
+
+def bundle(pkg: Path, major: int, headers: str) -> Path:
+    return fake_library(pkg / "_lib" / f"trt{major}" / plugin_lib.LIB_NAME, headers)
+
+
+def cache_entry(key: str, trt: str, headers: str, source: str = "src-1") -> Path:
+    folder = plugin_lib.cache_root() / "plugins" / key
+    lib = fake_library(folder / plugin_lib.LIB_NAME, headers)
+    (folder / plugin_lib.BUILD_INFO_FILE).write_text(json.dumps({"tensorrt_version": trt, "source_hash": source}))
     return lib
 
 
-def test_bundled_path_is_inside_the_package():
-    path = plugin_lib.bundled_path()
-    assert path.name == "libdcnconvert_plugin.so"
-    assert path.parent.name == "_lib" and path.parent.parent.name == "dcnconvert"
+def test_build_info_is_read_from_the_file(tmp_path):
+    lib = fake_library(tmp_path / "x.so", "11.1.0", archs="sm_75 sm_90a compute_120")
+    assert plugin_lib.library_build_info(lib) == {
+        "tensorrt_headers": "11.1.0", "cuda_runtime": "13000", "archs": "sm_75 sm_90a compute_120"}
+    other = tmp_path / "other.so"
+    other.write_bytes(b"\x7fELF no line here")
+    assert plugin_lib.library_build_info(other) == {}
+    assert plugin_lib.library_build_info(tmp_path / "absent.so") == {}
 
 
-def test_missing_bundled_library_has_make_hint(fake_bundle):
+@pytest.mark.parametrize(("trt", "expected"), [("10.16.1.11", 10), ("10.3.0", 10), ("11.4.0.106", 11)])
+def test_bundled_library_of_the_installed_major(tree, monkeypatch, trt, expected):
+    libs = {10: bundle(tree, 10, "10.3.0"), 11: bundle(tree, 11, "11.1.0")}
+    monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: (trt, "tensorrt-lean-cu13-bindings"))
+    choice = plugin_lib.choose_plugin_library()
+    assert choice.path == libs[expected] and choice.origin == "bundled"
+    assert choice.library_major == expected and choice.tensorrt_version == trt
+    assert f"TensorRT {expected}" in choice.reason and "tensorrt-lean-cu13-bindings" in choice.reason
+    # the caller's version (the tensorrt module in use) wins over the installed metadata
+    other = 21 - expected
+    assert plugin_lib.choose_plugin_library(tensorrt_version=f"{other}.0.0").path == libs[other]
+
+
+def test_no_library_for_the_installed_major_names_plugin_build(tree, monkeypatch):
+    bundle(tree, 11, "11.1.0")
+    monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: ("10.16.1", "tensorrt"))
     with pytest.raises(PluginLoadError) as info:
-        plugin_lib.find_plugin_library()
+        plugin_lib.choose_plugin_library()
     assert info.value.exit_code == 4
-    assert str(fake_bundle) in str(info.value) and "make plugin" in info.value.hint
+    assert "TensorRT 10" in str(info.value) and "carries TensorRT 11" in str(info.value)
+    assert "dcnconvert plugin build" in info.value.hint
 
 
-def test_order_override_env_bundled(fake_bundle, tmp_path, monkeypatch):
-    fake_bundle.parent.mkdir()
-    fake_bundle.write_bytes(b"\x7fELF")
-    assert plugin_lib.find_plugin_library() == fake_bundle.resolve()
-    env_lib = tmp_path / "env.so"
-    env_lib.write_bytes(b"\x7fELF")
+def test_without_tensorrt_the_newest_bundled_major(tree):
+    bundle(tree, 10, "10.3.0")
+    newest = bundle(tree, 11, "11.1.0")
+    choice = plugin_lib.choose_plugin_library()
+    assert choice.path == newest and "no TensorRT is installed" in choice.reason
+
+
+def test_nothing_at_all(tree):
+    with pytest.raises(PluginLoadError, match="carries none") as info:
+        plugin_lib.choose_plugin_library()
+    assert "plugin build" in info.value.hint
+
+
+def test_cache_of_the_same_major_and_sources_wins_over_the_bundle(tree, monkeypatch):
+    bundle(tree, 10, "10.3.0")
+    monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: ("10.16.1.11", "tensorrt"))
+    cache_entry("other-major", "11.4.0", "11.1.0")
+    cache_entry("old-sources", "10.16.1.11", "10.16.0", source="src-0")
+    assert plugin_lib.choose_plugin_library().origin == "bundled"
+    built = cache_entry("ok", "10.16.1.11", "10.16.0")
+    choice = plugin_lib.choose_plugin_library()
+    assert (choice.path, choice.origin) == (built, "cache")
+    assert "dcnconvert plugin build" in choice.reason and "10.16.1.11" in choice.reason
+    # the newest entry first
+    time.sleep(0.01)
+    newer = cache_entry("newer", "10.15.1", "10.15.1")
+    assert plugin_lib.choose_plugin_library().path == newer
+
+
+def test_explicit_library_order_and_checks(tree, tmp_path, monkeypatch):
+    bundled = bundle(tree, 11, "11.1.0")
+    assert plugin_lib.find_plugin_library() == bundled
+    env_lib = fake_library(tmp_path / "env.so", "11.1.0")
     monkeypatch.setenv(plugin_lib.ENV_VAR, str(env_lib))
-    assert plugin_lib.find_plugin_library() == env_lib.resolve()
-    given = tmp_path / "given.so"
-    given.write_bytes(b"\x7fELF")
-    assert plugin_lib.find_plugin_library(given) == given.resolve()
+    choice = plugin_lib.choose_plugin_library()
+    assert (choice.path, choice.origin) == (env_lib.resolve(), "$DCNCONVERT_PLUGIN_LIB")
+    given = fake_library(tmp_path / "given.so", "11.1.0")
+    assert plugin_lib.choose_plugin_library(given).origin == "--plugin-lib"
+    # a library of the other major is refused before TensorRT would silently register nothing
+    with pytest.raises(PluginLoadError, match="built for TensorRT 11") as info:
+        plugin_lib.choose_plugin_library(given, tensorrt_version="10.16.1")
+    assert "TensorRT 10" in info.value.hint
+    # a file without the build-info line is taken as given
+    plain = tmp_path / "plain.so"
+    plain.write_bytes(b"\x7fELF")
+    assert plugin_lib.choose_plugin_library(plain, tensorrt_version="10.16.1").library_major is None
 
 
 @pytest.mark.parametrize("source", ["override", "env"])
-def test_missing_explicit_library(fake_bundle, tmp_path, monkeypatch, source):
+def test_missing_explicit_library(tree, tmp_path, monkeypatch, source):
     missing = tmp_path / "nope.so"
     if source == "env":
         monkeypatch.setenv(plugin_lib.ENV_VAR, str(missing))
@@ -53,11 +136,44 @@ def test_missing_explicit_library(fake_bundle, tmp_path, monkeypatch, source):
     assert str(missing) in str(info.value)
 
 
-def test_targets(fake_bundle, tmp_path):
+def test_targets(tree, tmp_path):
     assert plugin_lib.plugin_library_for_target(schema.TARGET_TRT_BUILTIN.name) is None
     with pytest.raises(PluginLoadError):
         plugin_lib.plugin_library_for_target("dcnconvert")
-    given = tmp_path / "x.so"
-    given.write_bytes(b"\x7fELF")
+    given = fake_library(tmp_path / "x.so", "10.16.0")
     assert plugin_lib.plugin_library_for_target(schema.TARGET_TRT_BUILTIN, given) == given.resolve()
-    assert plugin_lib.plugin_library_for_target("dcnconvert", given) == given.resolve()
+    assert plugin_lib.plugin_library_for_target("dcnconvert", given, "10.16.1") == given.resolve()
+
+
+def test_installed_tensorrt_reads_distribution_metadata(monkeypatch):
+    versions = {"tensorrt-lean-cu13-bindings": "11.4.0.106", "tensorrt-dispatch-cu13": "11.4.0.106",
+                "tensorrt-cu12": "10.16.1.11"}
+
+    def fake_version(name):
+        if name in versions:
+            return versions[name]
+        raise plugin_lib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(plugin_lib.metadata, "version", fake_version)
+    assert plugin_lib.installed_tensorrt() == ("10.16.1.11", "tensorrt-cu12")  # the full TensorRT first
+    del versions["tensorrt-cu12"]
+    assert plugin_lib.installed_tensorrt() == ("11.4.0.106", "tensorrt-lean-cu13-bindings")
+    versions.clear()
+    assert plugin_lib.installed_tensorrt() is None
+
+
+def test_sources_and_their_hash():
+    root = plugin_lib.plugin_sources()
+    assert (root / "trt" / "registration.cpp").is_file()
+    digest = plugin_lib.source_hash(root)
+    assert len(digest) == 64 and digest == plugin_lib.source_hash(root)
+
+
+def test_source_hash_follows_content_and_names(tmp_path):
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "a.cu").write_text("x")
+    first = plugin_lib.source_hash(tmp_path)
+    (tmp_path / "core" / "a.cu").write_text("y")
+    second = plugin_lib.source_hash(tmp_path)
+    (tmp_path / "core" / "a.cu").rename(tmp_path / "core" / "b.cu")
+    assert len({first, second, plugin_lib.source_hash(tmp_path)}) == 3

@@ -1,13 +1,14 @@
 # dcnconvert TensorRT plugin and its C++ harness; included by plugin_src/Makefile.
 #
-#   make plugin    build/plugin/libdcnconvert_plugin.so, copied to dcnconvert/_lib/
+#   make plugin    build/plugin/libdcnconvert_plugin.so, copied to dcnconvert/_lib/trt<major>/ (the
+#                  TensorRT major version of the headers), where dcnconvert looks for it
 #   make harness   build/plugin/dcn_harness (drives the plugin as TensorRT does; tests/harness/)
 #
 #   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h, used as given (no fallback when it lacks NvInfer.h)
 #   TRT_ROOT              a TensorRT tarball; $(TRT_ROOT)/include is searched first, then the usual
 #                         install folders (TRT_SEARCH_DIRS below)
 #   PLUGIN_BUILD_DIR      where the plugin objects, library and harness go (default build/plugin)
-#   PLUGIN_INSTALL_DIR    where `make plugin` copies the library (default dcnconvert/_lib)
+#   PLUGIN_INSTALL_DIR    where `make plugin` copies the library (default dcnconvert/_lib/trt<major>)
 #
 # The library links the CUDA runtime statically (nvcc's default; no libcudart.so needed at run
 # time) and does NOT link libnvinfer: it finds TensorRT's plugin registry at load time
@@ -16,7 +17,7 @@
 TENSORRT_INCLUDE_DIR ?=
 TRT_ROOT ?=
 PLUGIN_BUILD_DIR ?= $(BUILD_DIR)/plugin
-PLUGIN_INSTALL_DIR ?= $(abspath $(CURDIR)/../dcnconvert/_lib)
+PLUGIN_INSTALL_DIR ?= $(abspath $(CURDIR)/../dcnconvert/_lib)/trt$(TRT_MAJOR)
 
 TRT_SEARCH_DIRS := $(if $(TRT_ROOT),$(TRT_ROOT)/include) /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu \
                    /usr/include /usr/local/tensorrt/include /opt/tensorrt/include
@@ -26,6 +27,9 @@ TRT_INCLUDE := $(if $(wildcard $(TENSORRT_INCLUDE_DIR)/NvInfer.h),$(TENSORRT_INC
 else
 TRT_INCLUDE := $(firstword $(foreach d,$(TRT_SEARCH_DIRS),$(if $(wildcard $(d)/NvInfer.h),$(d))))
 endif
+# The headers' major version (10.6+ define NV_TENSORRT_MAJOR through TRT_MAJOR_ENTERPRISE).
+TRT_MAJOR := $(if $(TRT_INCLUDE),$(shell sed -n 's/^\#define \(NV_TENSORRT_MAJOR\|TRT_MAJOR_ENTERPRISE\) *\([0-9][0-9]*\).*/\2/p' \
+    $(TRT_INCLUDE)/NvInferVersion.h | head -n 1))
 
 # Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
 TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
@@ -51,15 +55,19 @@ HARNESS_BIN := $(PLUGIN_BUILD_DIR)/dcn_harness
 
 TRT_CXXFLAGS := -std=c++17 -O2 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall \
                 -Xcompiler -Wextra -isystem $(TRT_INCLUDE)
+# The architectures the library carries, written into it (registration.cpp's build-info line).
+PLUGIN_ARCHS_DEF := -DDCN_BUILD_ARCHS='"$(strip $(SASS_ARCHS) $(PTX_ARCH))"'
 
 .PHONY: plugin plugin-lib harness check-trt-headers clean-plugin
 
-# Records the header folder used, so that switching folders rebuilds the glue (updated at parse time).
+# Records the header folder and architectures used, so that switching either rebuilds the glue
+# (updated at parse time).
 TRT_STAMP := $(PLUGIN_BUILD_DIR)/trt-include.txt
+dcn_stamp_text := $(abspath $(TRT_INCLUDE)) $(strip $(SASS_ARCHS) $(PTX_ARCH))
 ifneq ($(TRT_INCLUDE),)
 ifneq ($(filter plugin plugin-lib harness,$(MAKECMDGOALS)),)
-dcn_stamp := $(shell mkdir -p $(PLUGIN_BUILD_DIR) && { echo '$(abspath $(TRT_INCLUDE))' | cmp -s - $(TRT_STAMP) \
-    || echo '$(abspath $(TRT_INCLUDE))' > $(TRT_STAMP); })
+dcn_stamp := $(shell mkdir -p $(PLUGIN_BUILD_DIR) && { echo '$(dcn_stamp_text)' | cmp -s - $(TRT_STAMP) \
+    || echo '$(dcn_stamp_text)' > $(TRT_STAMP); })
 endif
 endif
 
@@ -91,7 +99,7 @@ $(PLUGIN_CORE_DIR)/%.o: $(CORE_DIR)/%.cu $(CORE_HDRS) | check-trt-headers
 	$(NVCC) $(NVCCFLAGS) -DDCN_CORE_EXPORT= -I$(CORE_DIR) -c -o $@ $<
 
 $(PLUGIN_BUILD_DIR)/%.o: trt/%.cpp $(TRT_HDRS) $(TRT_STAMP) | check-trt-headers
-	$(NVCC) $(TRT_CXXFLAGS) -c -o $@ $<
+	$(NVCC) $(TRT_CXXFLAGS) $(PLUGIN_ARCHS_DEF) -c -o $@ $<
 
 $(PLUGIN_LIB): $(TRT_OBJS) $(PLUGIN_CORE_OBJS) $(PLUGIN_EXPORTS)
 	$(NVCC) -shared -cudart static -o $@.tmp $(TRT_OBJS) $(PLUGIN_CORE_OBJS) \

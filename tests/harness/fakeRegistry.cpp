@@ -250,6 +250,10 @@ void* registryLoadLibrary(char const* path, nvinfer1::ILoggerFinder* finder)
     }
     int32_t n = 0;
     nvinfer1::IPluginCreatorInterface* const* creators = getCreators(n);
+    if (creators == nullptr || n <= 0)
+    {
+        return nullptr; // TensorRT's loadLibrary fails for a library that offers no creator
+    }
     for (int32_t i = 0; i < n; ++i)
     {
         nvinfer1::IPluginCreatorInterface* c = creators[i];
