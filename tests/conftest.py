@@ -59,6 +59,32 @@ def tensorrt_available() -> str | None:
     return gpu_available()
 
 
+#: Folders each holding one TensorRT lean runtime (``pip install --target DIR tensorrt-lean-cu13-libs
+#: tensorrt-lean-cu13-bindings``), os.pathsep-separated; ``.ci/run`` installs 10.16 and 11.4.
+LEAN_ENV_VAR = "DCNCONVERT_TRT_LEAN_DIRS"
+LEAN_INSTALL_HINT = (
+    f"set {LEAN_ENV_VAR} to folders made with `pip install --target DIR 'tensorrt-lean-cu13-libs==V' "
+    "'tensorrt-lean-cu13-bindings==V'` (10.15 or newer for TensorRT 10; .ci/run installs 10.16 and 11.4)"
+)
+
+
+@functools.cache
+def lean_runtimes() -> dict[int, tuple[Path, str]]:
+    """``{major: (folder, version)}`` of the lean runtimes in $DCNCONVERT_TRT_LEAN_DIRS, read from their
+    dist-info (nothing is imported here: two majors cannot share one process)."""
+    found: dict[int, tuple[Path, str]] = {}
+    for item in [p for p in os.environ.get(LEAN_ENV_VAR, "").split(os.pathsep) if p]:
+        folder = Path(item)
+        if not (folder / "tensorrt_lean_bindings" / "__init__.py").is_file():
+            continue
+        for info in sorted(folder.glob("tensorrt_lean*bindings-*.dist-info")):
+            version = info.name[: -len(".dist-info")].rsplit("-", 1)[-1]
+            major = version.split(".")[0]
+            if major.isdigit():
+                found.setdefault(int(major), (folder, version))
+    return found
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
