@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 try:
@@ -159,18 +159,19 @@ class BuildPy(build_py):
             _say(f"{target.relative_to(package.parent)}: {target.stat().st_size / 1e6:.1f} MB")
 
 
+class BinaryDistribution(Distribution):
+    """A distribution with native code when plugin libraries are built: its files go to platlib."""
+
+    def has_ext_modules(self) -> bool:
+        return bool(headers_per_major())
+
+
 class BdistWheel(bdist_wheel):
     """A platform wheel when plugin libraries were built, tagged with their glibc floor."""
 
     def _libraries(self) -> list[Path]:
         build_lib = Path(self.get_finalized_command("build_py").build_lib)
         return sorted((build_lib / "dcnconvert" / "_lib").glob(f"trt*/{LIB_NAME}"))
-
-    def run(self) -> None:
-        self.run_command("build")
-        if self._libraries():
-            self.root_is_pure = False
-        super().run()
 
     def get_tag(self) -> tuple[str, str, str]:
         libs = self._libraries()
@@ -182,4 +183,4 @@ class BdistWheel(bdist_wheel):
         return "py3", "none", f"manylinux_{major}_{minor}_{machine}"
 
 
-setup(cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})
+setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel})
