@@ -1,8 +1,8 @@
 """The ``dcnconvert`` command line: a thin click layer over the library.
 
 Commands here: ``inspect``, ``rewrite``, ``reference``. The engine commands (``build``, ``convert``,
-``verify``, ``plugin-path``) live in :mod:`dcnconvert.cli_engine` and are added by its
-``register(group)``.
+``verify``, ``plugin-path``) live in :mod:`dcnconvert.cli_engine`, the ``plugin`` group (``plugin build``) in
+:mod:`dcnconvert.cli_plugin`; each is added by its module's ``register(group)``.
 
 Conventions (shared through :mod:`dcnconvert.cli_common`): every command takes ``-v``/``-q`` and
 ``--json`` after its name; results go to stdout, logs to stderr; exit codes are those of
@@ -201,10 +201,12 @@ def reference(model: Path, output: Path, json_mode: bool) -> None:
 
 
 def _register_engine_commands(group: click.Group) -> None:
-    """Add ``build``/``convert``/``verify``/``plugin-path`` from :mod:`dcnconvert.cli_engine`."""
-    from dcnconvert import cli_engine
+    """Add ``build``/``convert``/``verify``/``plugin-path`` from :mod:`dcnconvert.cli_engine` and the
+    ``plugin`` group (``plugin build``) from :mod:`dcnconvert.cli_plugin`."""
+    from dcnconvert import cli_engine, cli_plugin
 
     cli_engine.register(group)
+    cli_plugin.register(group)
 
 
 _register_engine_commands(cli)

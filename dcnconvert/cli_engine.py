@@ -326,7 +326,7 @@ def register(group: click.Group) -> None:
     @group.command("plugin-path")
     @click.option("--plugin-lib", type=_FILE_ARG, default=None, help="Check this library instead.")
     @click.option("--tensorrt-version", default=None, metavar="VERSION",
-                  help="Choose for this TensorRT version (e.g. 10.16 for trtexec) instead of the installed one.")
+                  help="Choose for this TensorRT version (e.g. 10.16 for trtexec), not the installed one.")
     @common_options
     def plugin_path(plugin_lib: Path | None, tensorrt_version: str | None, json_mode: bool) -> None:
         """Print the path of the plugin library (for polygraphy --plugins / trtexec --staticPlugins).

@@ -34,8 +34,9 @@ from dcnconvert.errors import PluginLoadError
 from dcnconvert.trt_versions import version_tuple
 
 __all__ = ["BUILD_INFO_FILE", "CACHE_ENV_VAR", "ENV_VAR", "LIB_NAME", "PluginChoice", "bundled_libraries",
-           "cache_root", "cached_libraries", "choose_plugin_library", "find_plugin_library", "installed_tensorrt",
-           "library_build_info", "plugin_library_for_target", "plugin_sources", "source_hash"]
+           "cache_root", "cached_libraries", "choose_plugin_library", "find_plugin_library",
+           "installed_tensorrt", "library_build_info", "plugin_library_for_target", "plugin_sources",
+           "source_hash"]
 
 LIB_NAME = "libdcnconvert_plugin.so"
 ENV_VAR = "DCNCONVERT_PLUGIN_LIB"
@@ -107,9 +108,12 @@ def plugin_sources() -> Path:
     )
 
 
+#: What the plugin is compiled from (the Makefile has no suffix).
+_SOURCE_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".cpp", ".map", ".mk", ""})
+
+
 def _source_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in {".cu", ".cuh", ".h", ".cpp", ".map",
-                                                                          ".mk", ""})
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _SOURCE_SUFFIXES)
 
 
 def source_hash(root: Path | None = None) -> str:
@@ -260,14 +264,18 @@ def choose_plugin_library(override: PathLike | None = None,
     cached = cached_libraries()
     if trt:
         major = version_tuple(trt)[0]
-        for entry in cached:
-            if entry.major == major:
-                return PluginChoice(entry.path, "cache", f"built by `dcnconvert plugin build` for TensorRT "
-                                    f"{entry.info.get('tensorrt_version')}, the major version of {trt_origin} "
-                                    f"{trt}", trt, major, library_build_info(entry.path))
+        # an entry built for exactly this version first, else the newest of the same major
+        same = sorted((e for e in cached if e.major == major),
+                      key=lambda e: str(e.info.get("tensorrt_version")) != trt)
+        if same:
+            entry = same[0]
+            built_for = entry.info.get("tensorrt_version")
+            return PluginChoice(entry.path, "cache", f"built by `dcnconvert plugin build` for TensorRT "
+                                f"{built_for}, the major version of {trt_origin} {trt}", trt, major,
+                                library_build_info(entry.path))
         if major in bundled:
-            return PluginChoice(bundled[major], "bundled", f"carried by the package for TensorRT {major}, the "
-                                f"major version of {trt_origin} {trt}", trt, major,
+            return PluginChoice(bundled[major], "bundled", f"carried by the package for TensorRT {major}, "
+                                f"the major version of {trt_origin} {trt}", trt, major,
                                 library_build_info(bundled[major]))
         have = ", ".join(f"TensorRT {m}" for m in sorted(bundled)) or "none"
         raise PluginLoadError(

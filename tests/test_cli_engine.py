@@ -226,7 +226,8 @@ class TestPluginPath:
         assert "given by $DCNCONVERT_PLUGIN_LIB" in res.stderr
         obj = one_json(invoke("plugin-path", "--json").stdout)
         assert obj["plugin_library"] == str(plugin_env.resolve())
-        assert obj["origin"] == "$DCNCONVERT_PLUGIN_LIB" and obj["reason"] == "given by $DCNCONVERT_PLUGIN_LIB"
+        assert obj["origin"] == "$DCNCONVERT_PLUGIN_LIB"
+        assert obj["reason"] == "given by $DCNCONVERT_PLUGIN_LIB"
 
     def test_chooses_by_the_tensorrt_version(self, monkeypatch, tmp_path):
         monkeypatch.delenv(plugin_lib.ENV_VAR, raising=False)

@@ -41,7 +41,8 @@ def bundle(pkg: Path, major: int, headers: str) -> Path:
 def cache_entry(key: str, trt: str, headers: str, source: str = "src-1") -> Path:
     folder = plugin_lib.cache_root() / "plugins" / key
     lib = fake_library(folder / plugin_lib.LIB_NAME, headers)
-    (folder / plugin_lib.BUILD_INFO_FILE).write_text(json.dumps({"tensorrt_version": trt, "source_hash": source}))
+    info = {"tensorrt_version": trt, "source_hash": source}
+    (folder / plugin_lib.BUILD_INFO_FILE).write_text(json.dumps(info))
     return lib
 
 
@@ -101,10 +102,11 @@ def test_cache_of_the_same_major_and_sources_wins_over_the_bundle(tree, monkeypa
     choice = plugin_lib.choose_plugin_library()
     assert (choice.path, choice.origin) == (built, "cache")
     assert "dcnconvert plugin build" in choice.reason and "10.16.1.11" in choice.reason
-    # the newest entry first
+    # an entry for exactly the version in use first, else the newest of the major
     time.sleep(0.01)
     newer = cache_entry("newer", "10.15.1", "10.15.1")
-    assert plugin_lib.choose_plugin_library().path == newer
+    assert plugin_lib.choose_plugin_library().path == built
+    assert plugin_lib.choose_plugin_library(tensorrt_version="10.14.1").path == newer
 
 
 def test_explicit_library_order_and_checks(tree, tmp_path, monkeypatch):

@@ -62,12 +62,16 @@ def run_installed(target: Path, runtime: Path | None, *args: str, cwd: Path) -> 
                           timeout=120, env=env, cwd=cwd, check=False)
 
 
+def _version(folder: Path) -> tuple[int, ...]:
+    return tuple(int(x) for x in pb.header_version(folder).split("."))
+
+
 def oldest_per_major() -> dict[int, Path]:
     chosen: dict[int, Path] = {}
     for folder in trt_header_dirs():
-        version = tuple(int(x) for x in pb.header_version(folder).split("."))
-        if version[0] not in chosen or version < tuple(int(x) for x in pb.header_version(chosen[version[0]]).split(".")):
-            chosen[version[0]] = folder
+        major = _version(folder)[0]
+        if major not in chosen or _version(folder) < _version(chosen[major]):
+            chosen[major] = folder
     return chosen
 
 
@@ -82,7 +86,7 @@ def test_pure_wheel_without_headers_carries_the_sources(tmp_path):
     assert "dcnconvert/_plugin_src/core/dcnForward.cu" in names
     assert not [n for n in names if n.startswith("tests/") or "/tests/" in n]
     target = install(wheel, tmp_path / "site")
-    code = ("from dcnconvert import plugin_lib as p; import sys; print(p.plugin_sources()); print(p.source_hash())")
+    code = "from dcnconvert import plugin_lib as p; print(p.plugin_sources()); print(p.source_hash())"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**env, "PYTHONPATH": str(target)}, check=True, timeout=60)
@@ -122,11 +126,13 @@ def test_platform_wheel_carries_one_library_per_major_and_its_glibc_floor(platfo
     # the tag's glibc floor is the newest GLIBC_ version the libraries reference (objdump agrees)
     needed = set()
     for lib in libs:
-        dump = subprocess.run(["objdump", "-T", str(target / lib)], capture_output=True, text=True, check=True)
-        needed |= {tuple(int(x) for x in v.split(".")[:2]) for v in re.findall(r"GLIBC_(\d+\.\d+(?:\.\d+)?)", dump.stdout)}
+        dump = subprocess.run(["objdump", "-T", str(target / lib)], capture_output=True, text=True,
+                              check=True).stdout
+        needed |= {(int(a), int(b)) for a, b in re.findall(r"GLIBC_(\d+)\.(\d+)", dump)}
     assert (int(tag.group(1)), int(tag.group(2))) == max(needed)
     for major, folder in headers.items():
-        info = plugin_lib.library_build_info(target / "dcnconvert" / "_lib" / f"trt{major}" / plugin_lib.LIB_NAME)
+        lib = target / "dcnconvert" / "_lib" / f"trt{major}" / plugin_lib.LIB_NAME
+        info = plugin_lib.library_build_info(lib)
         assert info["tensorrt_headers"].startswith(pb.header_version(folder) + ".")
         if archs is not None:
             assert info["archs"].split() == archs
@@ -153,8 +159,8 @@ def test_installed_wheel_picks_and_loads_the_library_of_the_runtime_major(platfo
     spec.write_text(json.dumps({"library": choice["plugin_library"], "route": "load_library",
                                 "name": IDENTITY[0], "version": IDENTITY[1], "namespace": IDENTITY[2]}))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, str(PROBE), str(spec)], capture_output=True, text=True, timeout=120,
-                          env={**env, "PYTHONPATH": str(runtime[0])}, check=False)
+    proc = subprocess.run([sys.executable, str(PROBE), str(spec)], capture_output=True, text=True,
+                          timeout=120, env={**env, "PYTHONPATH": str(runtime[0])}, check=False)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result["registered"] == [IDENTITY] and result["creator_found"] is True

@@ -68,11 +68,9 @@ def main(spec_path: str) -> int:
     result["cases"] = {}
     if creator is not None:
         result["field_names"] = [[f.name, str(f.type).rsplit(".", 1)[-1]] for f in creator.field_names]
+        phases = (("build", trt.TensorRTPhase.BUILD), ("runtime", trt.TensorRTPhase.RUNTIME))
         for case in spec.get("cases", []):
-            result["cases"][case["id"]] = {
-                phase_name: create(creator, case, phase)
-                for phase_name, phase in (("build", trt.TensorRTPhase.BUILD), ("runtime", trt.TensorRTPhase.RUNTIME))
-            }
+            result["cases"][case["id"]] = {name: create(creator, case, phase) for name, phase in phases}
     print(json.dumps(result))
     return 0
 

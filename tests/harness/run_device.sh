@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the plugin harness on a GPU machine: builds the plugin + harness against every TensorRT header
-# folder in TENSORRT_INCLUDE_DIR (os.pathsep-separated), runs the CPU and GPU harness tests and the
-# contract tests with pytest, the GPU harness once under compute-sanitizer, and `make plugin` for all
-# architectures. Logs go to ${OUT:-build/device-logs}.
+# folder in TENSORRT_INCLUDE_DIR (os.pathsep-separated), runs the CPU and GPU harness tests, the
+# contract tests and the lean-runtime tier (tests/test_trt_lean.py; runtimes from
+# $DCNCONVERT_TRT_LEAN_DIRS, see tests/conftest.py) with pytest, the GPU harness once under
+# compute-sanitizer, and (unless RUN_DEVICE_FAT=0) `make plugin` for the wheels' architectures.
+# Logs go to ${OUT:-build/device-logs}.
 #
 #   TENSORRT_INCLUDE_DIR=/a/include:/b/include tests/harness/run_device.sh
 set -u
@@ -21,6 +23,7 @@ status=0
 } > "$OUT/environment.txt" 2>&1
 
 python3 -m pytest -v -rA -s -p no:cacheprovider tests/test_plugin_harness.py tests/test_plugin_contract.py \
+    tests/test_trt_lean.py \
     > "$OUT/pytest.log" 2>&1 || status=1
 tail -n 40 "$OUT/pytest.log"
 
@@ -45,9 +48,16 @@ for tag_dir in build/test-plugin/trt*; do
     fi
 done
 
-# The shipped build: all architectures, installed into a scratch folder (not the package).
+if [ "${RUN_DEVICE_FAT:-1}" = 0 ]; then
+    echo "run_device.sh status $status"
+    exit $status
+fi
+# The shipped build: the wheels' architectures (setup.py), installed into a scratch folder.
 inc="${TENSORRT_INCLUDE_DIR##*:}"
-make -C plugin_src plugin TENSORRT_INCLUDE_DIR="$inc" PLUGIN_INSTALL_DIR="$OUT/install" \
+archs=$(python3 -c "import ast, pathlib; t = ast.parse(pathlib.Path('setup.py').read_text()); \
+print(next(n.value.value for n in t.body if isinstance(n, ast.Assign) and n.targets[0].id == 'DEFAULT_ARCHS'))")
+make -C plugin_src -j"$(nproc)" plugin TENSORRT_INCLUDE_DIR="$inc" PLUGIN_INSTALL_DIR="$OUT/install" \
+    CUDA_ARCHS="$archs" PTX_ARCH="compute_$(echo "$archs" | tr ' ' '\n' | sed 's/sm_//' | sort -n | tail -1)" \
     > "$OUT/make-plugin.log" 2>&1 || status=1
 tail -n 2 "$OUT/make-plugin.log"
 if command -v cuobjdump > /dev/null && [ -f "$OUT/install/libdcnconvert_plugin.so" ]; then

@@ -1,0 +1,526 @@
+"""``dcnconvert plugin build`` (dcnconvert.plugin_build, dcnconvert.plugin_headers, the ``plugin`` CLI group).
+
+Most tests need neither nvcc nor TensorRT's headers: the tag candidates, architecture parsing, the nvcc
+lookup, the header sources (a folder, a git clone, a ``file://`` tarball, all made of a tiny fake
+``include/``), the offline error, and the cache logic through a fake ``make`` and a fake ``nvcc`` (shell
+scripts that write a library stand-in carrying the build-info line). One test compiles the real plugin
+(``trt_headers`` and nvcc): once, about a minute and a half on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import trt_header_dirs
+
+from dcnconvert import plugin_build, plugin_headers, plugin_lib
+from dcnconvert.cli import cli
+from dcnconvert.errors import MissingDependencyError, UsageError
+
+FAKE_NVCC = """#!/bin/sh
+case "$1" in
+  --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
+  --list-gpu-code) printf 'sm_75\\nsm_80\\nsm_86\\nsm_89\\nsm_90\\nsm_100\\nsm_120\\n' ;;
+  *) echo "fake nvcc: $*" >&2; exit 1 ;;
+esac
+"""
+
+# Writes the library where plugin.mk would, with the build-info line of the headers it was given, and
+# echoes the recipe lines (starting with $NVCC) that the progress lines are made from.
+FAKE_MAKE = r"""#!/bin/sh
+echo "$*" >> "$FAKE_MAKE_LOG"
+for arg in "$@"; do
+  case "$arg" in
+    PLUGIN_BUILD_DIR=*) out="${arg#*=}" ;;
+    NVCC=*) nvcc="${arg#*=}" ;;
+    TENSORRT_INCLUDE_DIR=*) inc="${arg#*=}" ;;
+  esac
+done
+if [ -n "$FAKE_MAKE_FAIL" ]; then
+  echo "core/dcnFused.cu(12): error: something is wrong"
+  echo "make: *** [plugin.mk:99] Error 1"
+  exit 2
+fi
+v() {
+  sed -n "s/^#define \(NV_TENSORRT_$1\|TRT_$1_ENTERPRISE\) *\([0-9][0-9]*\).*/\2/p" "$inc/NvInferVersion.h" \
+    | head -n 1
+}
+echo "$nvcc -O3 -c -o /x/dcnFused.o core/dcnFused.cu"
+echo "$nvcc -std=c++17 -c -o $out/registration.o trt/registration.cpp"
+echo "$nvcc -shared -cudart static -o $out/libdcnconvert_plugin.so.tmp x.o"
+mkdir -p "$out"
+printf 'ELF\000dcnconvert-plugin-build-info: tensorrt_headers=%s cuda_runtime=13000 %s\000' \
+  "$(v MAJOR).$(v MINOR).$(v PATCH)" "archs=sm_90a compute_90" > "$out/libdcnconvert_plugin.so"
+"""
+#: ``plugin build`` for TensorRT 10.16.1.11 and sm_90.
+BUILD = ("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def empty(folder: Path) -> bool:
+    return not folder.exists() or not any(folder.iterdir())
+
+
+def one_json(stdout: str) -> dict:
+    lines = stdout.splitlines()
+    assert len(lines) == 1, stdout
+    return json.loads(lines[0])
+
+
+def error_lines(res) -> list[str]:
+    assert "Traceback" not in res.stderr, res.stderr
+    return [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+
+
+def script(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def fake_include(folder: Path, major: int, minor: int, patch: int = 0, indirect: bool = True) -> Path:
+    """``folder`` holding NvInfer.h and NvInferVersion.h of TensorRT ``major.minor.patch`` (with the
+    TRT_*_ENTERPRISE indirection of 10.6+ when ``indirect``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {"MAJOR": major, "MINOR": minor, "PATCH": patch, "BUILD": 7}
+    if indirect:
+        lines = [f"#define TRT_{k}_ENTERPRISE {v}" for k, v in names.items()]
+        lines += [f"#define NV_TENSORRT_{k} TRT_{k}_ENTERPRISE //!< TensorRT {k.lower()}" for k in names]
+    else:
+        lines = [f"#define NV_TENSORRT_{k} {v} //!< TensorRT {k.lower()}" for k, v in names.items()]
+    (folder / "NvInferVersion.h").write_text("\n".join(lines) + "\n")
+    (folder / "NvInfer.h").write_text('#include "NvInferVersion.h"\n')
+    return folder
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch) -> Path:
+    """An empty cache, no TensorRT headers anywhere on this machine, no plugin-library override."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, str(cache))
+    for var in ("TENSORRT_INCLUDE_DIR", "TRT_ROOT", "CONDA_PREFIX", plugin_headers.SOURCE_ENV_VAR,
+                plugin_lib.ENV_VAR):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(plugin_headers, "SYSTEM_HEADER_DIRS", ())
+    return cache
+
+
+@pytest.fixture
+def fake_tools(tmp_path, monkeypatch, isolated) -> Path:
+    """A fake nvcc ($NVCC) and a fake make first on PATH; returns make's log of its command lines."""
+    bin_dir = tmp_path / "fakebin"
+    script(bin_dir / "make", FAKE_MAKE)
+    monkeypatch.setenv("NVCC", str(script(bin_dir / "nvcc", FAKE_NVCC)))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    log = tmp_path / "make.log"
+    monkeypatch.setenv("FAKE_MAKE_LOG", str(log))
+    return log
+
+
+# ------------------------------------------------------------------------------------------------
+# versions, tags, architectures
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "tags"), [
+    ("10.16.1.11", ["v10.16.1", "v10.16", "v10.16.0"]),
+    ("10.3.0", ["v10.3.0", "v10.3"]),
+    ("11.1", ["v11.1", "v11.1.0"]),
+    ("10.13.2.6", ["v10.13.2", "v10.13", "v10.13.0"]),
+])
+def test_tag_candidates(version, tags):
+    assert plugin_headers.tag_candidates(version) == tags
+
+
+def test_tag_candidates_need_major_minor():
+    with pytest.raises(UsageError, match="major.minor"):
+        plugin_headers.tag_candidates("11")
+
+
+def test_header_version_reads_both_forms(tmp_path):
+    assert plugin_headers.header_version(fake_include(tmp_path / "a", 10, 16, 0)) == "10.16.0"
+    assert plugin_headers.header_version(fake_include(tmp_path / "b", 10, 3, 0, indirect=False)) == "10.3.0"
+    assert plugin_headers.header_version(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    (["90"], ("sm_90",)),
+    (["9.0"], ("sm_90",)),
+    (["sm_90"], ("sm_90",)),
+    (["sm_90a"], ("sm_90",)),  # the make rules build sm_90 as sm_90a
+    (["sm_120,8.6", "sm_80"], ("sm_80", "sm_86", "sm_120")),
+    (["sm_100a", "100"], ("sm_100", "sm_100a")),
+    (["SM_89", "89", "8.9"], ("sm_89",)),
+])
+def test_parse_archs(values, expected):
+    assert plugin_build.parse_archs(values) == expected
+    assert plugin_build.ptx_arch(expected) == f"compute_{expected[-1][3:].rstrip('af')}"
+
+
+@pytest.mark.parametrize("value", ["foo", "sm_", "9", "sm_9000", "compute_90", "sm_80a", "20", ",", "9.0.1"])
+def test_parse_archs_refuses_nonsense(value):
+    with pytest.raises(UsageError, match="--arch") as err:
+        plugin_build.parse_archs([value])
+    assert "sm_90" in (err.value.hint or "")
+
+
+def test_cache_key_depends_on_every_part():
+    base = ("10.16.1.11", "13.0.88", ("sm_90",), "a" * 64)
+    key = plugin_build.cache_key(*base)
+    assert key.startswith("trt10.16.1.11-cuda13.0.88-sm_90-")
+    for i, other in enumerate(["10.16.2", "12.9.86", ("sm_80", "sm_90"), "b" * 64]):
+        changed = list(base)
+        changed[i] = other
+        assert plugin_build.cache_key(*changed) != key
+
+
+def test_no_arch_and_no_gpu_is_a_usage_error(fake_tools, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "fakebin"))  # no nvidia-smi
+    res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11")
+    assert res.exit_code == 2
+    (line,) = error_lines(res)
+    assert "no GPU" in line and "nvidia-smi" in line and "--arch sm_90" in res.stderr
+
+
+def test_no_tensorrt_is_a_usage_error(fake_tools, monkeypatch):
+    monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: None)
+    res = invoke("plugin", "build", "--arch", "sm_90")
+    assert res.exit_code == 2
+    (line,) = error_lines(res)
+    assert "no TensorRT is installed" in line and "--tensorrt-version" in res.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# nvcc
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_nvcc(tmp_path, monkeypatch):
+    """PATH without nvcc, no $NVCC/$CUDA_HOME/$CUDA_PATH, no fallback folder, no nvcc wheel."""
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    for var in ("NVCC", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(plugin_build, "FALLBACK_NVCC_DIRS", ())
+    monkeypatch.setattr(plugin_build, "wheel_nvcc_dirs", lambda: [])
+    return empty
+
+
+def test_nvcc_from_each_place(no_nvcc, tmp_path, monkeypatch):
+    with pytest.raises(MissingDependencyError) as err:
+        plugin_build.find_nvcc()
+    assert "nvcc" in err.value.message and "$CUDA_HOME/bin (unset)" in err.value.message
+    assert "pip install nvidia-cuda-nvcc" in err.value.hint and "NVCC" in err.value.hint
+
+    cuda = script(tmp_path / "cuda" / "bin" / "nvcc", FAKE_NVCC)
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "cuda"))
+    assert plugin_build.find_nvcc() == plugin_build.Nvcc(cuda, "13.0.88")
+    wheel = script(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc", FAKE_NVCC)
+    monkeypatch.delenv("CUDA_PATH")
+    monkeypatch.setattr(plugin_build, "wheel_nvcc_dirs", lambda: [wheel.parent])
+    assert plugin_build.find_nvcc().path == wheel
+    on_path = script(no_nvcc / "nvcc", FAKE_NVCC)
+    assert plugin_build.find_nvcc().path == on_path  # PATH comes before the wheel
+    given = script(tmp_path / "elsewhere" / "my-nvcc", FAKE_NVCC)
+    monkeypatch.setenv("NVCC", str(given))
+    assert plugin_build.find_nvcc().path == given
+
+
+def test_wheel_nvcc_dirs_look_on_sys_path(tmp_path, monkeypatch):
+    wheel = script(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc", FAKE_NVCC)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "nowhere"), str(tmp_path / "site")])
+    assert plugin_build.wheel_nvcc_dirs() == [wheel.parent]
+
+
+def test_missing_nvcc_exits_4(no_nvcc, isolated, monkeypatch):
+    res = invoke(*BUILD, "--json")
+    assert res.exit_code == 4
+    (line,) = error_lines(res)
+    assert "nvcc" in line and "not found" in line and "PATH" in line
+    assert "pip install nvidia-cuda-nvcc" in res.stderr
+    obj = one_json(res.stdout)
+    assert obj["errors"][0]["type"] == "MissingDependencyError" and obj["exit_code"] == 4
+
+    monkeypatch.setenv("NVCC", "/nowhere/nvcc")
+    res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
+    assert res.exit_code == 4
+    (line,) = error_lines(res)
+    assert "$NVCC=/nowhere/nvcc" in line
+
+
+# ------------------------------------------------------------------------------------------------
+# headers
+# ------------------------------------------------------------------------------------------------
+
+
+def tarball(path: Path, include: Path, top: str) -> Path:
+    """A tarball of a repository stand-in: ``top/include/...`` and a file outside include/."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    readme = include.parent / "README.md"
+    readme.write_text("not headers")
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(include, arcname=f"{top}/include")
+        tar.add(readme, arcname=f"{top}/README.md")
+    return path
+
+
+def test_offline_is_one_error_saying_what_to_fetch_and_where(fake_tools, tmp_path):
+    for source in (f"file://{tmp_path}/missing/{{tag}}.tar.gz", "http://127.0.0.1:9/{tag}.tar.gz"):
+        res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90",
+                     "--headers-source", source, "--json")
+        assert res.exit_code == 4, res.stderr
+        (line,) = error_lines(res)
+        assert "TensorRT 10.16.1.11's headers were not found" in line
+        assert source.replace("{tag}", "v10.16.1") in line
+        assert "include/ of NVIDIA/TensorRT at tag v10.16" in res.stderr
+        assert str(tmp_path / "cache" / "headers" / "v10.16" / "include") in res.stderr
+        assert "--headers DIR" in res.stderr
+        assert one_json(res.stdout)["errors"][0]["exit_code"] == 4
+    assert not fake_tools.exists()  # make never ran
+    assert empty(tmp_path / "cache" / "headers") and empty(tmp_path / "cache" / "plugins")
+
+
+def test_url_source_keeps_only_include(isolated, tmp_path):
+    inc = fake_include(tmp_path / "repo" / "include", 10, 16, 0)
+    (inc / "impl").mkdir()
+    (inc / "impl" / "NvInferImpl.h").write_text("// impl\n")
+    tarball(tmp_path / "src" / "v10.16.tar.gz", inc, "TensorRT-10.16")
+    found = plugin_headers.find_headers("10.16.1.11", source=f"file://{tmp_path}/src/{{tag}}.tar.gz")
+    assert found.include_dir == isolated / "headers" / "v10.16" / "include"
+    assert found.version == "10.16.0" and found.origin == "fetched (v10.16)"
+    stored = sorted(p.relative_to(isolated / "headers" / "v10.16").as_posix()
+                    for p in (isolated / "headers" / "v10.16").rglob("*") if p.is_file())
+    assert stored == ["include/NvInfer.h", "include/NvInferVersion.h", "include/impl/NvInferImpl.h"]
+    assert not any((isolated / "tmp").iterdir())  # the temporary folder is gone
+    # Next time from the cache, without the source.
+    shutil.rmtree(tmp_path / "src")
+    again = plugin_headers.find_headers("10.16.1.11", source=f"file://{tmp_path}/src/{{tag}}.tar.gz")
+    assert again.include_dir == found.include_dir and again.origin == "cache (v10.16)"
+
+
+def test_folder_source_with_tags_or_one_include(isolated, tmp_path):
+    fake_include(tmp_path / "tags" / "v10.3.0" / "include", 10, 3, 0, indirect=False)
+    fake_include(tmp_path / "tags" / "v11.1" / "include", 11, 1, 0)
+    found = plugin_headers.find_headers("10.3.0.26", source=str(tmp_path / "tags"))
+    assert found.version == "10.3.0" and found.include_dir == isolated / "headers" / "v10.3.0" / "include"
+    found = plugin_headers.find_headers("11.1.0.106", source=str(tmp_path / "tags"))
+    assert found.version == "11.1.0" and found.include_dir == isolated / "headers" / "v11.1" / "include"
+    # A folder holding include/ itself is stored under the tag of the version it states.
+    fake_include(tmp_path / "plain" / "include", 10, 13, 2)
+    found = plugin_headers.find_headers("10.13.2.6", source=str(tmp_path / "plain"))
+    assert found.include_dir == isolated / "headers" / "v10.13.2" / "include" and found.version == "10.13.2"
+    with pytest.raises(MissingDependencyError, match="holds no NvInfer.h of TensorRT 11"):  # another major
+        plugin_headers.find_headers("11.0.0", source=str(tmp_path / "plain"))
+
+
+def test_git_source(isolated, tmp_path, monkeypatch):
+    repo = tmp_path / "TensorRT"
+    fake_include(repo / "include", 10, 16, 0)
+    (repo / "README.md").write_text("not headers\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", "-c",
+           "commit.gpgsign=false", "-c", "tag.gpgsign=false"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "headers"], check=True)
+    subprocess.run([*git, "tag", "v10.16"], check=True)
+    (repo / "include" / "NvInfer.h").write_text("// changed after the tag\n")  # the work tree is not used
+    monkeypatch.setenv(plugin_headers.SOURCE_ENV_VAR, str(repo))  # the source from the environment
+    found = plugin_headers.find_headers("10.16.1.11")
+    assert found.origin == "fetched (v10.16)" and found.version == "10.16.0"
+    assert (found.include_dir / "NvInfer.h").read_text() == '#include "NvInferVersion.h"\n'
+    assert not (found.include_dir.parent / "README.md").exists()
+    with pytest.raises(MissingDependencyError) as err:
+        plugin_headers.find_headers("10.15.0", source=str(repo))
+    assert "no tag v10.15" in err.value.message and "v10.15/include" in err.value.hint
+
+
+def test_bad_source_is_a_usage_error(isolated, tmp_path):
+    with pytest.raises(UsageError, match="without"):
+        plugin_headers.find_headers("10.16.1", source="https://example.com/TensorRT.tar.gz")
+    with pytest.raises(UsageError, match="neither"):
+        plugin_headers.find_headers("10.16.1", source=str(tmp_path / "no-such-folder"))
+
+
+def test_local_headers_of_another_major_are_skipped(fake_tools, tmp_path, monkeypatch):
+    eleven = fake_include(tmp_path / "trt11" / "include", 11, 1, 0)
+    ten = fake_include(tmp_path / "trt10" / "include", 10, 16, 0)
+    monkeypatch.setenv("TENSORRT_INCLUDE_DIR", str(eleven))
+    monkeypatch.setattr(plugin_headers, "SYSTEM_HEADER_DIRS", (str(tmp_path / "none"), str(ten)))
+    res = invoke(*BUILD, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert f"skipping the headers in {eleven} ($TENSORRT_INCLUDE_DIR): TensorRT 11.1.0, not TensorRT 10" \
+        in res.stderr
+    obj = one_json(res.stdout)
+    assert obj["headers_dir"] == str(ten.resolve()) and obj["headers_version"] == "10.16.0"
+    assert f"TENSORRT_INCLUDE_DIR={ten.resolve()}" in fake_tools.read_text()
+
+
+def test_given_headers_of_another_major_are_refused(fake_tools, tmp_path):
+    eleven = fake_include(tmp_path / "trt11" / "include", 11, 1, 0)
+    res = invoke(*BUILD, "--headers", eleven)
+    assert res.exit_code == 2
+    (line,) = error_lines(res)
+    assert f"--headers {eleven} holds TensorRT 11.1.0 headers" in line
+    res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90",
+                 "--headers", tmp_path)
+    assert res.exit_code == 2 and "no NvInfer.h" in error_lines(res)[0]
+    assert not fake_tools.exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# the cache, through a fake make
+# ------------------------------------------------------------------------------------------------
+
+
+def test_build_cache_hit_force_and_plugin_path(fake_tools, tmp_path):
+    headers = fake_include(tmp_path / "inc", 10, 16, 0)
+    args = ["plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "9.0", "--headers", headers]
+    res = invoke(*args, "-j", "3")
+    assert res.exit_code == 0, res.stderr
+    lib = Path(res.stdout.strip())
+    assert lib.parent.parent == tmp_path / "cache" / "plugins" and lib.name == plugin_lib.LIB_NAME
+    assert "compiling core/dcnFused.cu" in res.stderr and "compiling trt/registration.cpp" in res.stderr
+    assert "linking libdcnconvert_plugin.so" in res.stderr
+    (call,) = fake_tools.read_text().splitlines()
+    build_dir = tmp_path / "cache" / "build"
+    assert "plugin-lib" in call and "-j3" in call and "CUDA_ARCHS=sm_90 " in call
+    assert "PTX_ARCH=compute_90" in call and f"BUILD_DIR={build_dir}/cuda13.0.88-" in call
+    assert f"TENSORRT_INCLUDE_DIR={headers.resolve()}" in call
+    assert f"-C {plugin_lib.plugin_sources()}" in call and " -B " not in call
+
+    record = json.loads((lib.parent / plugin_lib.BUILD_INFO_FILE).read_text())
+    assert record["tensorrt_version"] == "10.16.1.11" and record["source_hash"] == plugin_lib.source_hash()
+    assert record["headers_version"] == "10.16.0" and record["headers_dir"] == str(headers.resolve())
+    assert record["cuda_version"] == "13.0.88" and record["archs"] == ["sm_90"]
+    assert record["ptx_arch"] == "compute_90" and record["key"] == lib.parent.name
+    assert {"dcnconvert_version", "created"} <= set(record)
+    assert not any((tmp_path / "cache" / "tmp").iterdir())
+
+    res = invoke("plugin-path", "--tensorrt-version", "10.16.1.11", "--json")
+    obj = one_json(res.stdout)
+    assert obj["origin"] == "cache" and obj["plugin_library"] == str(lib)
+
+    start = time.perf_counter()
+    res = invoke(*args, "--json")
+    assert res.exit_code == 0 and time.perf_counter() - start < 2
+    obj = one_json(res.stdout)
+    assert obj["cache_hit"] is True and obj["plugin_library"] == str(lib) and obj["key"] == lib.parent.name
+    assert obj["build_info"]["tensorrt_headers"] == "10.16.0"
+    assert len(fake_tools.read_text().splitlines()) == 1  # make did not run
+
+    res = invoke(*args, "--force", "--json")
+    assert res.exit_code == 0 and one_json(res.stdout)["cache_hit"] is False
+    assert " -B " in fake_tools.read_text().splitlines()[-1]
+
+
+def test_make_failure_leaves_no_entry(fake_tools, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_MAKE_FAIL", "1")
+    headers = fake_include(tmp_path / "inc", 10, 16, 0)
+    res = invoke(*BUILD, "--headers", headers)
+    assert res.exit_code == 1
+    assert "make failed (exit code 2)" in error_lines(res)[0]
+    assert "core/dcnFused.cu(12): error: something is wrong" in res.stderr  # the tail of make's output
+    assert empty(tmp_path / "cache" / "plugins") and empty(tmp_path / "cache" / "tmp")
+
+
+# ------------------------------------------------------------------------------------------------
+# the real build
+# ------------------------------------------------------------------------------------------------
+
+
+def _ten_headers() -> Path | None:
+    """The TensorRT 10 headers found here, 10.16 first."""
+    found = {d: plugin_headers.header_version(d) or "" for d in trt_header_dirs()}
+    tens = sorted((d for d, v in found.items() if v.startswith("10.")),
+                  key=lambda d: not found[d].startswith("10.16."))
+    return tens[0] if tens else None
+
+
+@pytest.mark.trt_headers
+def test_real_build_from_a_fetched_tarball(tmp_path, monkeypatch):
+    """One real compile: headers fetched from a file:// stand-in of the GitHub tarball, the library
+    found by plugin-path, then a cache hit without make."""
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    headers = _ten_headers()
+    if nvcc is None or headers is None:
+        pytest.skip("needs nvcc (or $NVCC) and TensorRT 10 headers")
+    major, minor = plugin_headers.header_version(headers).split(".")[:2]
+    version = f"{major}.{minor}.1.11"  # 10.16.1.11 with the 10.16 headers: found at tag v10.16
+    src = tmp_path / "src"
+    src.mkdir()
+    with tarfile.open(src / f"v{major}.{minor}.tar.gz", "w:gz") as tar:
+        tar.add(headers, arcname=f"TensorRT-{major}.{minor}/include")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, str(cache))
+    for var in ("TENSORRT_INCLUDE_DIR", "TRT_ROOT", "CONDA_PREFIX", plugin_lib.ENV_VAR):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(plugin_headers, "SYSTEM_HEADER_DIRS", ())
+    args = ["plugin", "build", "--tensorrt-version", version, "--arch", "sm_90",
+            "--headers-source", f"file://{src}/{{tag}}.tar.gz"]
+
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    lib = Path(res.stdout.strip())
+    assert lib.is_file() and lib.parent.parent == cache / "plugins"
+    info = plugin_lib.library_build_info(lib)
+    assert info["tensorrt_headers"].startswith(f"{major}.{minor}.") and "sm_90a" in info["archs"]
+    assert (cache / "headers" / f"v{major}.{minor}" / "include" / "NvInfer.h").is_file()
+    assert list((cache / "build").glob("cuda*/plugin-core/sm_90-compute_90/dcnFused.o"))
+
+    obj = one_json(invoke("plugin-path", "--tensorrt-version", version, "--json").stdout)
+    assert obj["origin"] == "cache" and obj["plugin_library"] == str(lib)
+
+    # Again: a cache hit. A make first on PATH that fails would show if it ran.
+    marker = tmp_path / "make-ran"
+    script(tmp_path / "trap" / "make", f"#!/bin/sh\ntouch {marker}\nexit 3\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'trap'}{os.pathsep}{os.environ['PATH']}")
+    start = time.perf_counter()
+    res = invoke(*args, "--json")
+    seconds = time.perf_counter() - start
+    assert res.exit_code == 0, res.stderr
+    obj = one_json(res.stdout)
+    assert obj["cache_hit"] is True and obj["plugin_library"] == str(lib) and seconds < 2
+    assert not marker.exists()
+
+
+def test_text_output_is_the_path_alone(fake_tools, tmp_path):
+    """Without --json stdout is the library path alone (logs and make's progress go to stderr); -q
+    silences the progress."""
+    headers = fake_include(tmp_path / "inc", 10, 16, 0)
+    res = invoke(*BUILD, "--headers", headers)
+    assert res.exit_code == 0 and res.stdout.splitlines() == [res.stdout.strip()]
+    assert Path(res.stdout.strip()).is_file() and "compiling" in res.stderr
+    res = invoke(*BUILD, "--headers", headers,
+                 "--force", "-q")
+    assert res.exit_code == 0 and res.stderr == "" and Path(res.stdout.strip()).is_file()
+
+
+def test_a_relative_cache_is_given_to_make_as_absolute_paths(fake_tools, tmp_path, monkeypatch):
+    """make runs in the plugin sources (-C), where a relative path would point elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, "rel-cache")
+    fake_include(tmp_path / "src" / "v10.16" / "include", 10, 16, 0)
+    res = invoke(*BUILD, "--headers-source", "src")
+    assert res.exit_code == 0, res.stderr
+    (call,) = fake_tools.read_text().splitlines()
+    assert f"BUILD_DIR={tmp_path}/rel-cache/build/" in call and f"NVCC={tmp_path}/fakebin/nvcc" in call
+    assert f"TENSORRT_INCLUDE_DIR={tmp_path}/rel-cache/headers/v10.16/include" in call
+    assert f"PLUGIN_BUILD_DIR={tmp_path}/rel-cache/build/" in call
+    lib = Path(res.stdout.strip())
+    assert lib.is_absolute() and lib.parent.parent == tmp_path / "rel-cache" / "plugins"
