@@ -70,7 +70,8 @@ def headers_per_major() -> dict[int, tuple[Path, tuple[int, int, int]]]:
     for item in [p for p in os.environ.get("DCNCONVERT_WHEEL_HEADERS", "").split(os.pathsep) if p]:
         folder = Path(item).resolve()
         if not (folder / "NvInfer.h").is_file():
-            raise SystemExit(f"dcnconvert wheel: DCNCONVERT_WHEEL_HEADERS names {folder}, which holds no NvInfer.h")
+            raise SystemExit(f"dcnconvert wheel: DCNCONVERT_WHEEL_HEADERS names {folder}, which holds no "
+                             "NvInfer.h")
         version = header_version(folder)
         if version[0] not in chosen or version < chosen[version[0]][1]:
             chosen[version[0]] = (folder, version)
@@ -135,7 +136,8 @@ class BuildPy(build_py):
         package = Path(self.build_lib) / "dcnconvert"
         sources = package / "_plugin_src"
         shutil.rmtree(sources, ignore_errors=True)
-        shutil.copytree(HERE / "plugin_src", sources, ignore=shutil.ignore_patterns("*.o", "*.so", "__pycache__"))
+        shutil.copytree(HERE / "plugin_src", sources,
+                        ignore=shutil.ignore_patterns("*.o", "*.so", "__pycache__"))
         shutil.rmtree(package / "_lib", ignore_errors=True)  # only what this build makes
         majors = headers_per_major()
         if not majors:
@@ -147,11 +149,13 @@ class BuildPy(build_py):
         jobs = os.environ.get("DCNCONVERT_WHEEL_JOBS", str(os.cpu_count() or 1))
         for major, (include, version) in sorted(majors.items()):
             out = build_dir / f"trt{major}"
-            _say(f"building the plugin for TensorRT {major} against the {'.'.join(map(str, version))} headers "
-                 f"({include}), SASS {' '.join(sass)}, PTX {ptx}")
+            dotted = ".".join(map(str, version))
+            _say(f"building the plugin for TensorRT {major} against the {dotted} headers ({include}), "
+                 f"SASS {' '.join(sass)}, PTX {ptx}")
             command = ["make", "-C", str(HERE / "plugin_src"), f"-j{jobs}", "plugin-lib",
                        f"TENSORRT_INCLUDE_DIR={include}", f"CUDA_ARCHS={' '.join(sass)}", f"PTX_ARCH={ptx}",
-                       f"BUILD_DIR={build_dir}", f"PLUGIN_BUILD_DIR={out}", f"NVCC={os.environ.get('NVCC', 'nvcc')}"]
+                       f"BUILD_DIR={build_dir}", f"PLUGIN_BUILD_DIR={out}",
+                       f"NVCC={os.environ.get('NVCC', 'nvcc')}"]
             subprocess.run(command, check=True)
             target = package / "_lib" / f"trt{major}" / LIB_NAME
             target.parent.mkdir(parents=True, exist_ok=True)
