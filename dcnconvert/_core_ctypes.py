@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dcnconvert.errors import DcnConvertError, PluginLoadError, UnsupportedNodeError, ValidationError
+from dcnconvert.fp16_convert import bf16_bits_to_float, float_to_bf16_bits
 
 __all__ = [
     "H200_DEVICE",
@@ -359,31 +360,6 @@ def forward(
     if status != SUCCESS:
         _raise_status(int(status), buf.value.decode("utf-8", "replace"))
     return out
-
-
-def float_to_bf16_bits(values: Any) -> Any:
-    """Round float32 values to BF16 (nearest, ties to even) and return the raw ``uint16`` bits.
-
-    NaN stays NaN (quiet); values that round past the BF16 range become infinities.
-    """
-    import numpy as np
-
-    f = np.ascontiguousarray(values, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    out = rounded.astype(np.uint16)
-    nan = np.isnan(f)
-    if nan.any():
-        out[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)
-    return out
-
-
-def bf16_bits_to_float(bits: Any) -> Any:
-    """Raw BF16 ``uint16`` bits (NumPy) to float32 (exact)."""
-    import numpy as np
-
-    b = np.ascontiguousarray(bits, dtype=np.uint16)
-    return (b.astype(np.uint32) << 16).view(np.float32)
 
 
 # The fused kernel's tuning helpers live in their own module; re-exported here (imported last:

@@ -16,9 +16,10 @@ How it works:
    custom-domain nodes other than our plugin, nodes named with ``keep_fp32_nodes``, and nodes whose
    ONNX schema at the model's opset does not accept the low type (e.g. ``Conv`` before opset 22 has
    no bfloat16). Inputs that a schema pins to ``tensor(float)`` (``Resize`` scales) stay FP32.
-3. FP32 initializers and ``Constant`` values used by low nodes are converted (FP16: values beyond
-   +-65504 are clamped and counted; BF16: round-to-nearest-even on the bits, into ``uint16`` raw
-   data), ``Cast``/``ConstantOfShape`` targets follow, value_info types are updated.
+3. FP32 initializers and ``Constant`` values used by low nodes are converted (rounded to nearest
+   even; finite values beyond the type's range, +-65504 for FP16, are clamped and counted, so a
+   weight never becomes infinite; BF16 into ``uint16`` raw data), ``Cast``/``ConstantOfShape``
+   targets follow, value_info types are updated.
 4. Where a tensor's type differs from what a consumer needs, one ``Cast`` per (tensor, type) is
    inserted (so the graph stays in single static assignment form). Graph inputs and outputs keep
    FP32 unless ``io_precision`` says otherwise. The plugin node's five inputs are always in one type
@@ -44,6 +45,7 @@ from dcnconvert.fp16_convert import (
     convert_sources,
     float_to_bf16_bits,
     insert_casts,
+    to_bf16_clamped,
     to_fp16_clamped,
 )
 from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, homes, opset, plan_model
@@ -55,6 +57,7 @@ __all__ = [
     "bf16_bits_to_float",
     "cast_model",
     "float_to_bf16_bits",
+    "to_bf16_clamped",
     "to_fp16_clamped",
 ]
 

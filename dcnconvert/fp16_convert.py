@@ -1,7 +1,8 @@
 """Numeric conversion and Cast insertion for the graph-cast (:mod:`dcnconvert.fp16`), steps 3 and 4.
 
 * Values: :func:`float_to_bf16_bits` (round to nearest even), :func:`bf16_bits_to_float`,
-  :func:`to_fp16_clamped` (finite values beyond +-65504 clamped and counted).
+  :func:`to_fp16_clamped` and :func:`to_bf16_clamped` (finite values beyond the type's range clamped
+  and counted).
 * :func:`convert_sources` / :func:`convert_attrs`: initializers, ``Constant`` values and
   ``Cast``/``ConstantOfShape`` attributes into the low type.
 * :func:`insert_casts`: one ``Cast`` per (tensor, type) where a consumer needs another type than
@@ -35,16 +36,27 @@ _SUFFIX = {FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf
 def float_to_bf16_bits(values: np.ndarray) -> np.ndarray:
     """Round float32 values to bfloat16 (nearest, ties to even) and return the raw ``uint16`` bits.
 
-    NaN stays a quiet NaN; finite values that would round past the largest bfloat16 are clamped to it.
+    IEEE rounding, as the GPU's ``cvt.rn.bf16.f32`` and ``ml_dtypes`` do: finite values that round
+    past the largest bfloat16 become infinities, NaN stays a quiet NaN (sign kept). Constants of a
+    cast graph go through :func:`to_bf16_clamped` instead, which keeps them finite.
     """
     f32 = np.ascontiguousarray(values, dtype=np.float32)
     bits = f32.view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     nan = np.isnan(f32)
     rounded[nan] = (0x7FC0 | ((bits[nan] >> 16) & 0x8000)).astype(np.uint16)
+    return rounded
+
+
+def to_bf16_clamped(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`float_to_bf16_bits`, with finite values that would round to infinity clamped to the largest
+    bfloat16 (the rule :func:`to_fp16_clamped` applies: a finite weight never becomes infinite);
+    returns ``(bits, n_clamped)``."""
+    f32 = np.ascontiguousarray(values, dtype=np.float32)
+    rounded = float_to_bf16_bits(f32)
     overflow = np.isfinite(f32) & ((rounded & 0x7FFF) == 0x7F80)
     rounded[overflow] = (rounded[overflow] & 0x8000) | 0x7F7F
-    return rounded
+    return rounded, int(overflow.sum())
 
 
 def bf16_bits_to_float(bits: np.ndarray) -> np.ndarray:
@@ -67,10 +79,10 @@ def _low_tensor(array: np.ndarray, name: str, low: int) -> tuple[TensorProto, in
     if low == TensorProto.FLOAT16:
         arr16, n = to_fp16_clamped(array)
         return numpy_helper.from_array(arr16, name), n
-    bits = float_to_bf16_bits(array)
+    bits, n = to_bf16_clamped(array)
     tensor = TensorProto(name=name, data_type=TensorProto.BFLOAT16, dims=list(array.shape))
     tensor.raw_data = bits.astype("<u2").tobytes()
-    return tensor, 0
+    return tensor, n
 
 
 def convert_sources(graph: onnx.GraphProto, home: dict[str, int], low: int, report: CastReport) -> None:

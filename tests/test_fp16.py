@@ -73,10 +73,16 @@ class TestValues:
         np.testing.assert_array_equal(ours, theirs)
 
     def test_bf16_nan_and_overflow(self):
-        bits = fp16.float_to_bf16_bits(np.array([np.nan, -np.nan, 3.4e38, -3.4e38], np.float32))
-        back = fp16.bf16_bits_to_float(bits)
+        values = np.array([np.nan, -np.nan, 3.4e38, -3.4e38, 1.0], np.float32)
+        back = fp16.bf16_bits_to_float(fp16.float_to_bf16_bits(values))
         assert np.isnan(back[:2]).all()
-        assert np.isfinite(back[2:]).all() and back[2] > 3.3e38 and back[3] < -3.3e38
+        # rounding is IEEE: past the largest bfloat16 is infinity (as the GPU and ml_dtypes round)
+        assert back[2] == np.inf and back[3] == -np.inf and back[4] == 1.0
+        # constants of a cast graph are clamped instead, and counted
+        bits, n = fp16.to_bf16_clamped(values)
+        kept = fp16.bf16_bits_to_float(bits)
+        assert n == 2 and np.isnan(kept[:2]).all() and kept[4] == 1.0
+        assert np.isfinite(kept[2:]).all() and kept[2] > 3.3e38 and kept[3] < -3.3e38
 
     def test_bf16_decode_exact(self):
         bits = np.arange(0, 0x7F80, 7, dtype=np.uint16)
