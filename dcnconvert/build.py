@@ -24,16 +24,14 @@ import logging
 import os
 import re
 import tempfile
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dcnconvert import schema, shapes
 from dcnconvert.errors import OutputError, UsageError
+from dcnconvert.log import Timer
 
 LOG = logging.getLogger("dcnconvert.build")
 
@@ -123,26 +121,6 @@ def resolve_precision_path(precision: str, requested: str, api: Any, io_precisio
     if requested == "graph-cast" or not api.precision_flags or io_precision not in (None, "fp32"):
         return "graph-cast"
     return "builder-flag"
-
-
-class Timer:
-    """Collects step timings and logs START/FINISH-style lines on stderr."""
-
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-
-    @contextmanager
-    def step(self, name: str, message: str | None = None) -> Iterator[None]:
-        if message:
-            LOG.info("%s...", message)
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            seconds = time.perf_counter() - start
-            self.timings[name] = self.timings.get(name, 0.0) + seconds
-            if message:
-                LOG.info("%s: done in %.2f s", message, seconds)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -325,7 +303,6 @@ __all__ = [
     "PRECISIONS",
     "PRECISION_PATHS",
     "BuildOptions",
-    "Timer",
     "build_engine",
     "cast_warnings",
     "check_environment",

@@ -121,21 +121,9 @@ def timed(step: str, message: str | None = None) -> Iterator[None]:
         message: if given, logged at INFO before (``message...``) and, for steps of a second or
             more, after (``message: done in 1.23 s``).
     """
-    logger = log.get_logger()
-    if message:
-        logger.info("%s...", message)
-    start = time.perf_counter()
-    try:
+    result = _CURRENT.get()
+    with log.Timer(result.timings if result is not None else None).step(step, message):
         yield
-    finally:
-        seconds = time.perf_counter() - start
-        result = _CURRENT.get()
-        if result is not None:
-            result.timings[step] = result.timings.get(step, 0.0) + seconds
-        if message and seconds >= 1.0:
-            logger.info("%s: done in %.2f s", message, seconds)
-        else:
-            logger.debug("%s: %.3f s", step, seconds)
 
 
 def add_input(role: str, value: Any) -> None:

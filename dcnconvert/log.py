@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 #: Root logger name of the package; modules use ``logging.getLogger(__name__)``.
@@ -181,3 +184,31 @@ def configure_polygraphy() -> None:
         setattr(py_logger, _HANDLER_ATTR, ours)
     py_logger.setLevel(1)  # Polygraphy filters by module_severity itself
     py_logger.propagate = False
+
+
+class Timer:
+    """Step timings in seconds (a repeated step adds up), with the step's message on stderr.
+
+    A step with a message logs ``message...`` before it and, when it took a second or more,
+    ``message: done in 1.23 s`` after it; otherwise its time goes to the debug log only.
+    ``timings`` is the dict the seconds go into (a new one by default), e.g. a command's result's.
+    """
+
+    def __init__(self, timings: dict[str, float] | None = None) -> None:
+        self.timings: dict[str, float] = {} if timings is None else timings
+
+    @contextmanager
+    def step(self, name: str, message: str | None = None) -> Iterator[None]:
+        logger = get_logger()
+        if message:
+            logger.info("%s...", message)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self.timings[name] = self.timings.get(name, 0.0) + seconds
+            if message and seconds >= 1.0:
+                logger.info("%s: done in %.2f s", message, seconds)
+            else:
+                logger.debug("%s: %.3f s", name, seconds)

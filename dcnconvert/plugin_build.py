@@ -48,8 +48,8 @@ __all__ = ["FALLBACK_NVCC_DIRS", "BuildResult", "Nvcc", "build_plugin", "cache_k
 
 #: Searched for nvcc after $NVCC, PATH, $CUDA_HOME/bin and $CUDA_PATH/bin (then NVIDIA's nvcc wheel).
 FALLBACK_NVCC_DIRS: tuple[str, ...] = ("/usr/local/cuda/bin",)
-NVCC_HINT = ("install the CUDA toolkit, or `pip install nvidia-cuda-nvcc` (NVIDIA's CUDA 13 wheel, which ships "
-             "a working nvcc), or set NVCC=/path/to/nvcc")
+NVCC_HINT = ("install the CUDA toolkit, or `pip install nvidia-cuda-nvcc` (NVIDIA's CUDA 13 wheel, which "
+             "ships a working nvcc), or set NVCC=/path/to/nvcc")
 #: Variables that make would take from the environment and that change what is compiled behind the key.
 _MAKE_ENV_DROPPED = ("MAKEFLAGS", "MFLAGS", "NVCCFLAGS", "EXTRA_NVCCFLAGS", "TRT_ROOT",
                      "TENSORRT_INCLUDE_DIR", "CUDA_ARCHS", "PTX_ARCH", "PLUGIN_INSTALL_DIR")

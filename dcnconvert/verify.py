@@ -159,7 +159,7 @@ def prepare_reference(model: Any, options: VerifyOptions, engine_inputs: Sequenc
     Returns:
         ``(feeds, reference RunResults, outputs written)``.
     """
-    from dcnconvert.build import Timer
+    from dcnconvert.log import Timer
 
     timer = timer or Timer()
     infos = shapes.model_inputs(model)
@@ -203,7 +203,8 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
         AccuracyError: an output differs beyond tolerance (exit code 3); the payload is attached.
         MissingDependencyError, PluginLoadError, BuildError, UsageError, ModelError.
     """
-    from dcnconvert.build import BuildOptions, Timer, check_environment
+    from dcnconvert.build import BuildOptions, check_environment
+    from dcnconvert.log import Timer
 
     if trt_adapter is None:
         from dcnconvert import trt_adapter
