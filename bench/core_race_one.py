@@ -30,6 +30,7 @@ def main() -> int:
     from test_core_gpu_split import SPLIT_CASES
 
     from dcnconvert import _core_ctypes as core
+    from dcnconvert import _core_fused as core_fused
 
     ap = argparse.ArgumentParser()
     ap.add_argument("tile", type=int)
@@ -43,7 +44,7 @@ def main() -> int:
     case = next(c for c in cases if c.name == args.case)
     inputs, ref, _ = inputs_refs(case, args.dtype)
     math = core.MATH_TF32 if args.tf32 else core.MATH_ACCURATE
-    out = run_core(lib, case, args.dtype, inputs, core.fused_algo(args.tile, args.splits), math=math)
+    out = run_core(lib, case, args.dtype, inputs, core_fused.fused_algo(args.tile, args.splits), math=math)
     err = float(abs(out - ref).max())
     print(f"tile {args.tile} {args.dtype} {args.case} {args.splits} splits: max |out - ref| = {err:.3e}")
     return 0

@@ -24,6 +24,7 @@ cupy.cuda.set_allocator(None)  # exact-size allocations: no pool hiding out-of-b
 from test_core_gpu import CASES, DTYPES, check_close, ensure_core_built, expect_fused, inputs_refs, run_core
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert import _core_fused as core_fused
 from dcnconvert.errors import UnsupportedNodeError
 
 # Small cases covering: 1x1 spatial, groups/deformable groups, non-square everything, 5x5, 1x3,
@@ -67,7 +68,7 @@ def main() -> int:
     from test_core_gpu_fused import FUSED_CASES
 
     wanted = os.environ.get("SANITIZE_FUSED_TILES")
-    tiles = [int(t) for t in wanted.split(",")] if wanted else list(range(core.fused_tile_count(lib)))
+    tiles = [int(t) for t in wanted.split(",")] if wanted else list(range(core_fused.fused_tile_count(lib)))
     for case in FUSED_CASES:
         for dtype in DTYPES:
             inputs, ref, absref = inputs_refs(case, dtype)
@@ -87,7 +88,7 @@ def main() -> int:
             for tile, splits in ((7, 2), (7, 4), (10, 3), (11, 2)):
                 if dtype == "float32" and tile in FP16_ONLY_TILES:
                     continue
-                out = run_core(lib, case, dtype, inputs, core.fused_algo(tile, splits))
+                out = run_core(lib, case, dtype, inputs, core_fused.fused_algo(tile, splits))
                 check_close(out, ref, dtype, absref if dtype != "float32" else None)
                 runs += 1
     print(

@@ -20,6 +20,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_shapes import PRECISIONS, SHAPES, Shape  # noqa: E402
 
 from dcnconvert import _core_ctypes as core  # noqa: E402
+from dcnconvert import _core_fused as core_fused  # noqa: E402
 
 
 def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int], lib) -> str:
@@ -36,7 +37,7 @@ def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int]
         dtype=dtype,
         math=math,
     )
-    got = core.fused_split_tail(p, device, lib=lib)
+    got = core_fused.fused_split_tail(p, device, lib=lib)
     if got is None:
         return "simple"
     tile, splits, tail_tiles, tail_splits = got
@@ -46,9 +47,10 @@ def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sms", type=int, default=core.H200_DEVICE[0])
-    ap.add_argument("--smem", type=int, default=core.H200_DEVICE[1], help="opt-in shared memory per block")
-    ap.add_argument("--cc", type=int, default=core.H200_DEVICE[2], help="compute capability major")
+    ap.add_argument("--sms", type=int, default=core_fused.H200_DEVICE[0])
+    ap.add_argument("--smem", type=int, default=core_fused.H200_DEVICE[1],
+                    help="opt-in shared memory per block")
+    ap.add_argument("--cc", type=int, default=core_fused.H200_DEVICE[2], help="compute capability major")
     ap.add_argument("--lib", default=None, help="core library (default: build/)")
     args = ap.parse_args(argv)
     lib = core.load(args.lib)

@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from test_core_gpu import ensure_core_built  # noqa: E402
 
 from dcnconvert import _core_ctypes as core  # noqa: E402
+from dcnconvert import _core_fused as core_fused  # noqa: E402
 
 # name: (n, c, h, w, cout, stride)
 SHAPES = {
@@ -86,7 +87,7 @@ def main() -> int:
     ap.add_argument("--splits", default="1", help="K split counts to force on every tile")
     args = ap.parse_args()
     lib = core.load(args.lib or ensure_core_built())
-    tiles = core.fused_tile_count(lib)
+    tiles = core_fused.fused_tile_count(lib)
     tile_ids = [int(t) for t in args.tiles.split(",")] if args.tiles else list(range(tiles))
     split_counts = [int(v) for v in args.splits.split(",")]
     l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
@@ -151,7 +152,7 @@ def main() -> int:
             auto = timed(core.ALGO_AUTO)
             simple = timed(core.ALGO_SIMPLE) if args.simple else float("nan")
             for k in split_counts:
-                row = [timed(core.fused_algo(t, k)) for t in tile_ids]
+                row = [timed(core_fused.fused_algo(t, k)) for t in tile_ids]
                 best = tile_ids[int(np.nanargmin(row))] if not np.all(np.isnan(row)) else -1
                 label = prec if k == 1 else f"{prec}/s{k}"
                 print(

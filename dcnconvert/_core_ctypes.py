@@ -22,7 +22,6 @@ from dcnconvert.errors import DcnConvertError, PluginLoadError, UnsupportedNodeE
 from dcnconvert.fp16_convert import bf16_bits_to_float, float_to_bf16_bits
 
 __all__ = [
-    "H200_DEVICE",
     "ALGO_AUTO",
     "ALGO_FUSED",
     "ALGO_FUSED_TILE",
@@ -39,10 +38,6 @@ __all__ = [
     "bf16_bits_to_float",
     "float_to_bf16_bits",
     "forward",
-    "fused_algo",
-    "fused_choice",
-    "fused_split_tail",
-    "fused_tile_count",
     "library_path",
     "load",
     "make_params",
@@ -360,14 +355,3 @@ def forward(
     if status != SUCCESS:
         _raise_status(int(status), buf.value.decode("utf-8", "replace"))
     return out
-
-
-# The fused kernel's tuning helpers live in their own module; re-exported here (imported last:
-# that module uses this one).
-from dcnconvert._core_fused import (  # noqa: E402
-    H200_DEVICE,
-    fused_algo,
-    fused_choice,
-    fused_split_tail,
-    fused_tile_count,
-)

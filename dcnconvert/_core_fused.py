@@ -1,6 +1,6 @@
-"""The fused kernel's tuning helpers of the core binding: algo codes that force a tile and a K
-split count, the host-only choice AUTO makes (``dcnFusedChoice``), the tile count. Re-exported by
-:mod:`dcnconvert._core_ctypes`, which tests and benchmarks import as ``core``.
+"""The fused kernel's tuning helpers of the core binding (:mod:`dcnconvert._core_ctypes`): algo codes
+that force a tile and a K split count, the host-only choice AUTO makes (``dcnFusedChoice``), the
+tile count. Tests and benchmarks import it as ``core_fused``, beside the binding as ``core``.
 """
 
 from __future__ import annotations
@@ -8,14 +8,9 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from dcnconvert import _core_ctypes as _c
+
 __all__ = ["H200_DEVICE", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count"]
-
-
-def _core() -> Any:
-    """The binding module (imported at call time: it imports this module at its end)."""
-    from dcnconvert import _core_ctypes
-
-    return _core_ctypes
 
 
 def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
@@ -27,7 +22,6 @@ def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
         ValueError: ``splits`` or ``tail_splits`` outside ``1..MAX_SPLITS``, both above 1, or a
             negative tile.
     """
-    _c = _core()
     if tile < 0 or not 1 <= splits <= _c.MAX_SPLITS or not 1 <= tail_splits <= _c.MAX_SPLITS:
         raise ValueError(
             f"fused_algo(tile={tile}, splits={splits}, tail_splits={tail_splits}): need tile >= 0 and "
@@ -61,7 +55,6 @@ def fused_choice(
     Raises:
         ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
     """
-    _c = _core()
     lib = lib or _c.load()
     tile, splits = ctypes.c_int32(-1), ctypes.c_int32(0)
     buf = ctypes.create_string_buffer(_c._MSG_LEN)
@@ -88,7 +81,6 @@ def fused_split_tail(
     Raises:
         ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
     """
-    _c = _core()
     lib = lib or _c.load()
     out = [ctypes.c_int32(v) for v in (-1, 0, 0, 1)]
     buf = ctypes.create_string_buffer(_c._MSG_LEN)
@@ -108,6 +100,5 @@ def fused_split_tail(
 
 def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:
     """``dcnFusedTileCount``: tile configurations of the fused kernel (``ALGO_FUSED_TILE + i``)."""
-    _c = _core()
     lib = lib or _c.load()
     return int(lib.dcnFusedTileCount())

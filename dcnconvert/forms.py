@@ -20,7 +20,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 import onnx
 
@@ -29,10 +28,9 @@ from dcnconvert.forms_attrs import NotConvertible, as_int, attr_value, pair, plu
 from dcnconvert.forms_table import FORM_IDS, LOGIT_KNOWN, REQUIRED, SPECS, FormSpec, spec_for
 from dcnconvert.schema import DcnAttrs
 
-if TYPE_CHECKING:
-    from dcnconvert.match import GraphInfo
-
 __all__ = [
+    "Dim",
+    "GraphInfo",
     "FORM_IDS",
     "SPECS",
     "FormSpec",
@@ -43,6 +41,51 @@ __all__ = [
     "read_attrs",
     "spec_for",
 ]
+
+Dim = int | str | None
+
+
+@dataclass
+class GraphInfo:
+    """What the parsers may know about tensors: shapes, element types, producers.
+
+    Attributes:
+        shapes: tensor name -> dims (ints, symbolic names as str, None for unknown) or None.
+        dtypes: tensor name -> ONNX element type.
+        producers: tensor name -> the node that produces it.
+        initializers: names of initializers.
+        opset: version of the default ONNX domain.
+    """
+
+    shapes: dict[str, list[Dim] | None] = field(default_factory=dict)
+    dtypes: dict[str, int] = field(default_factory=dict)
+    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    initializers: frozenset = frozenset()
+    opset: int = 17
+
+    def shape(self, name: str | None) -> list[Dim] | None:
+        if not name:
+            return None
+        return self.shapes.get(name)
+
+    def rank(self, name: str | None) -> int | None:
+        shape = self.shape(name)
+        return None if shape is None else len(shape)
+
+    def dim(self, name: str | None, axis: int) -> int | None:
+        """Dimension ``axis`` of ``name`` if it is a known int."""
+        shape = self.shape(name)
+        if shape is None or not -len(shape) <= axis < len(shape):
+            return None
+        value = shape[axis]
+        return value if isinstance(value, int) else None
+
+    def is_absent(self, name: str | None) -> bool:
+        """True for an omitted optional input: empty name, or a tensor known to hold no elements."""
+        if not name:
+            return True
+        shape = self.shape(name)
+        return shape is not None and any(d == 0 for d in shape)
 
 #: Op types that look like a deformable convolution but match no parser are reported as "unknown".
 _DCN_LIKE = re.compile(r"(?i)deform\w*conv|^dcn")

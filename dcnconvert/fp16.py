@@ -32,7 +32,6 @@ steps 3-4 in :mod:`dcnconvert.fp16_convert`.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import onnx
 from onnx import TensorProto
@@ -48,7 +47,7 @@ from dcnconvert.fp16_convert import (
     to_bf16_clamped,
     to_fp16_clamped,
 )
-from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, homes, opset, plan_model
+from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, CastReport, homes, opset, plan_model
 
 __all__ = [
     "KEEP_FP32_OPS",
@@ -66,22 +65,6 @@ LOW_TYPES: dict[str, int] = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BF
 _IO_TYPES: dict[str, int] = {"fp32": FLOAT, **LOW_TYPES}
 #: Default-domain opset from which ``Cast`` accepts bfloat16 (older models are converted up to it).
 BF16_CAST_OPSET = 13
-
-
-@dataclass
-class CastReport:
-    """What :func:`cast_model` did (JSON-ready through ``dcnconvert.report.to_jsonable``)."""
-
-    precision: str
-    io_precision: str
-    low_nodes: int = 0
-    kept_fp32: list[dict[str, str]] = field(default_factory=list)
-    casts_inserted: int = 0
-    converted_initializers: int = 0
-    clamped_values: int = 0
-    clamped_initializers: list[str] = field(default_factory=list)
-    plugin_nodes: int = 0
-    opset: list[int] = field(default_factory=list)
 
 
 def cast_model(

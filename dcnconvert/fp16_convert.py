@@ -21,8 +21,7 @@ from dcnconvert.errors import ModelError
 from dcnconvert.fp16_plan import FLOAT
 
 if TYPE_CHECKING:
-    from dcnconvert.fp16 import CastReport
-    from dcnconvert.fp16_plan import Plan
+    from dcnconvert.fp16_plan import CastReport, Plan
 
 FP16_MAX = 65504.0
 _SUFFIX = {FLOAT: "fp32", TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}

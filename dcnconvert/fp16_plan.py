@@ -14,6 +14,7 @@ Steps 1 and 2 of :mod:`dcnconvert.fp16`'s recipe, and the choice of each source 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import onnx
 from onnx import TensorProto, helper
@@ -45,6 +46,22 @@ KEEP_FP32_OPS = frozenset({
 _VALUE_INPUTS = {"Expand": (0,), "Tile": (0,), "Reshape": (0,), "ConstantOfShape": (), "Slice": (0,),
                  "Gather": (0,), "GatherElements": (0,), "Squeeze": (0,), "Unsqueeze": (0,),
                  "Pad": (0,), "Resize": (0,), "Where": (1, 2)}
+@dataclass
+class CastReport:
+    """What :func:`cast_model` did (JSON-ready through ``dcnconvert.report.to_jsonable``)."""
+
+    precision: str
+    io_precision: str
+    low_nodes: int = 0
+    kept_fp32: list[dict[str, str]] = field(default_factory=list)
+    casts_inserted: int = 0
+    converted_initializers: int = 0
+    clamped_values: int = 0
+    clamped_initializers: list[str] = field(default_factory=list)
+    plugin_nodes: int = 0
+    opset: list[int] = field(default_factory=list)
+
+
 _SHAPE_SOURCES = ("Shape", "Size")
 
 

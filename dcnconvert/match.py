@@ -15,55 +15,10 @@ from dataclasses import dataclass, field
 import onnx
 
 from dcnconvert import forms, onnx_io
-from dcnconvert.forms import ParsedDcn
+from dcnconvert.forms import Dim, GraphInfo, ParsedDcn
 from dcnconvert.schema import DcnAttrs
 
-Dim = int | str | None
-
 LOG = logging.getLogger("dcnconvert.match")
-
-@dataclass
-class GraphInfo:
-    """What the parsers may know about tensors: shapes, element types, producers.
-
-    Attributes:
-        shapes: tensor name -> dims (ints, symbolic names as str, None for unknown) or None.
-        dtypes: tensor name -> ONNX element type.
-        producers: tensor name -> the node that produces it.
-        initializers: names of initializers.
-        opset: version of the default ONNX domain.
-    """
-
-    shapes: dict[str, list[Dim] | None] = field(default_factory=dict)
-    dtypes: dict[str, int] = field(default_factory=dict)
-    producers: dict[str, onnx.NodeProto] = field(default_factory=dict)
-    initializers: frozenset = frozenset()
-    opset: int = 17
-
-    def shape(self, name: str | None) -> list[Dim] | None:
-        if not name:
-            return None
-        return self.shapes.get(name)
-
-    def rank(self, name: str | None) -> int | None:
-        shape = self.shape(name)
-        return None if shape is None else len(shape)
-
-    def dim(self, name: str | None, axis: int) -> int | None:
-        """Dimension ``axis`` of ``name`` if it is a known int."""
-        shape = self.shape(name)
-        if shape is None or not -len(shape) <= axis < len(shape):
-            return None
-        value = shape[axis]
-        return value if isinstance(value, int) else None
-
-    def is_absent(self, name: str | None) -> bool:
-        """True for an omitted optional input: empty name, or a tensor known to hold no elements."""
-        if not name:
-            return True
-        shape = self.shape(name)
-        return shape is not None and any(d == 0 for d in shape)
-
 
 #: Roles whose shapes a match reports, in display order.
 ROLES: tuple[str, ...] = ("x", "offset", "mask", "offset_mask", "weight", "bias", "output")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert import _core_fused as core_fused
 from dcnconvert._core_fused import H200_DEVICE
 from dcnconvert.errors import ValidationError
 
@@ -207,11 +208,11 @@ def test_every_field_is_validated_and_named(lib: ctypes.CDLL, field: str, value:
 
 def test_split_algo_codes_validate(lib: ctypes.CDLL) -> None:
     for algo in (
-        core.fused_algo(0),
-        core.fused_algo(3, 2),
-        core.fused_algo(0, core.MAX_SPLITS),
-        core.fused_algo(26, 1, 2),
-        core.fused_algo(27, 1, core.MAX_SPLITS),
+        core_fused.fused_algo(0),
+        core_fused.fused_algo(3, 2),
+        core_fused.fused_algo(0, core.MAX_SPLITS),
+        core_fused.fused_algo(26, 1, 2),
+        core_fused.fused_algo(27, 1, core.MAX_SPLITS),
     ):
         assert core.validate(_valid(algo=algo), lib) == (core.SUCCESS, ""), algo
 
@@ -252,11 +253,11 @@ def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL
     nchw = {8, 9}
     # 4096 x 65536 x 9 weights: over 2^31 - 1.
     huge = core.make_params((1, 65536, 8, 8), (4096, 65536, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    choice = core.fused_choice(huge, lib=lib)
+    choice = core_fused.fused_choice(huge, lib=lib)
     assert choice is not None and choice[0] in nchw, choice
     # 2048 x 65536 x 9 weights: under 2^31 - 1.
     below = core.make_params((1, 65536, 8, 8), (2048, 65536, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    choice = core.fused_choice(below, lib=lib)
+    choice = core_fused.fused_choice(below, lib=lib)
     assert choice is not None and choice[0] not in nchw, choice
 
 
@@ -270,48 +271,48 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     # 66 blocks of 256 x 64 (16 producer warps), K split in two: one wave of 132 (35.7 us on the
     # H200 against 35.1 for tile 18 unsplit, docs/fused_kernel_notes.md)
-    assert core.fused_choice(r50c4, lib=lib) == (26, 2)
+    assert core_fused.fused_choice(r50c4, lib=lib) == (26, 2)
     a100 = (108, 166912, 8)
-    tile, splits = core.fused_choice(r50c4, device=a100, lib=lib)
+    tile, splits = core_fused.fused_choice(r50c4, device=a100, lib=lib)
     assert tile not in tma | nchw, (tile, splits)
-    assert core.fused_split_tail(r50c4, lib=lib) == (26, 2, 0, 1)  # split K: no split tail
+    assert core_fused.fused_split_tail(r50c4, lib=lib) == (26, 2, 0, 1)  # split K: no split tail
     bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    assert core.fused_choice(bev, lib=lib) == (26, 1)  # 256 x 64, warpgroup MMAs: 9.x only
+    assert core_fused.fused_choice(bev, lib=lib) == (26, 1)  # 256 x 64, warpgroup MMAs: 9.x only
     # 544 blocks: 4 waves of 132 and 16 blocks, whose 16 pixel tiles run with K split 8 ways (128
     # blocks) as a second launch (BEVFormer-c4 FP16 167.3 -> 152.5 us on the H200).
-    assert core.fused_split_tail(bev, lib=lib) == (26, 1, 16, 8)
-    assert core.fused_split_tail(bev, device=(136, 232448, 9), lib=lib) == (26, 1, 0, 1)  # 4 full waves
-    tile, splits = core.fused_choice(bev, device=(148, 232448, 10), lib=lib)
+    assert core_fused.fused_split_tail(bev, lib=lib) == (26, 1, 16, 8)
+    assert core_fused.fused_split_tail(bev, device=(136, 232448, 9), lib=lib) == (26, 1, 0, 1)  # 4 full waves
+    tile, splits = core_fused.fused_choice(bev, device=(148, 232448, 10), lib=lib)
     assert tile in tma and tile not in wgmma, (tile, splits)
     r50c3 = core.make_params((1, 128, 100, 168), (128, 128, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    assert core.fused_choice(r50c3, lib=lib) == (25, 1)  # 128 x 128: 132 blocks
+    assert core_fused.fused_choice(r50c3, lib=lib) == (25, 1)  # 128 x 128: 132 blocks
     r50c3.dtype = core.BFLOAT16
-    assert core.fused_choice(r50c3, lib=lib) == (24, 1)  # tile 25 spills with BF16's FP32 sums
+    assert core_fused.fused_choice(r50c3, lib=lib) == (24, 1)  # tile 25 spills with BF16's FP32 sums
     dla = core.make_params(
         (1, 512, 16, 16), (256, 512, 3, 3), padding=(1, 1), with_bias=True, dtype=core.FLOAT16
     )
-    tile, splits = core.fused_choice(dla, lib=lib)
+    tile, splits = core_fused.fused_choice(dla, lib=lib)
     assert splits > 1, (tile, splits)  # 8 blocks of 128 x 64 without a split
     r50c4.dtype = core.FLOAT32
-    tile, splits = core.fused_choice(r50c4, lib=lib)
+    tile, splits = core_fused.fused_choice(r50c4, lib=lib)
     assert tile not in fp16_only | nchw, tile
     # FP32 on warpgroup MMAs (3xTF32: 72.7 us on the H200 against 135.8 for tile 23,
     # docs/benchmarks.md); in TF32 mode the 256 x 64 tile with K split in two (41.9 us)
     assert (tile, splits) == (28, 1)
     r50c4.math = core.MATH_TF32
-    assert core.fused_choice(r50c4, lib=lib) == (29, 2)
-    tile, splits = core.fused_choice(r50c4, device=a100, lib=lib)
+    assert core_fused.fused_choice(r50c4, lib=lib) == (29, 2)
+    tile, splits = core_fused.fused_choice(r50c4, device=a100, lib=lib)
     assert tile not in tma | nchw, (tile, splits)
     r50c3.dtype = core.FLOAT32
     r50c3.math = core.MATH_TF32
-    assert core.fused_choice(r50c3, lib=lib)[0] == 28  # 128 output channels: tile 29 half empty
+    assert core_fused.fused_choice(r50c3, lib=lib)[0] == 28  # 128 output channels: tile 29 half empty
     odd = core.make_params((2, 48, 20, 20), (40, 48, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    tile, splits = core.fused_choice(odd, lib=lib)
+    tile, splits = core_fused.fused_choice(odd, lib=lib)
     assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32
-    assert core.fused_choice(dla, device=(80, 65536, 7), lib=lib) is None  # sm_75: the simple kernel
+    assert core_fused.fused_choice(dla, device=(80, 65536, 7), lib=lib) is None  # sm_75: the simple kernel
     dla.ho = 99
     with pytest.raises(ValidationError, match="ho"):
-        core.fused_choice(dla, lib=lib)
+        core_fused.fused_choice(dla, lib=lib)
 
 
 def test_kernel_larger_than_padded_input_is_rejected(lib: ctypes.CDLL) -> None:
@@ -399,7 +400,7 @@ def test_fused_choice_follows_the_built_architectures(tmp_path: Path, ptx: str, 
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     for device in (H200_DEVICE, (148, 232448, 10)):
-        tile, _ = core.fused_choice(r50c4, device=device, lib=lib)
+        tile, _ = core_fused.fused_choice(r50c4, device=device, lib=lib)
         assert (tile in tma) == tma_on_h200, (device, tile)
-        tile, _ = core.fused_choice(bev, device=device, lib=lib)
+        tile, _ = core_fused.fused_choice(bev, device=device, lib=lib)
         assert tile not in {21, 24, 25, 26, 27}, (device, tile)  # no sm_90a SASS in this build

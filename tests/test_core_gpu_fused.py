@@ -28,6 +28,7 @@ from test_core_gpu import (
 )
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert import _core_fused as core_fused
 
 FUSED_CASES: list[Case] = [
     Case("f_basic", 2, 48, 19, 23, 80, (3, 3), padding=(1, 1), off_scale=2.0),
@@ -80,7 +81,7 @@ def need_fused():
 
 
 def tile_count(lib) -> int:
-    count = core.fused_tile_count(lib)
+    count = core_fused.fused_tile_count(lib)
     assert count >= 1
     return count
 

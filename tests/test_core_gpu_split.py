@@ -1,6 +1,6 @@
 """Split-K in the channel-vectorised fused kernel (marker gpu; sm_80+).
 
-A forced tile with its K range split s ways (``core.fused_algo(tile, s)``) must match the float64
+A forced tile with its K range split s ways (``core_fused.fused_algo(tile, s)``) must match the float64
 reference within the fused kernel's bound for every s the workspace allows, give bit-identical
 results when run twice (the partial sums are added in a fixed order), and be refused with a reason
 where it does not apply. The cases split K inside a deformable group and inside a kernel point's
@@ -26,6 +26,7 @@ from test_core_gpu import (
 )
 
 from dcnconvert import _core_ctypes as core
+from dcnconvert import _core_fused as core_fused
 from dcnconvert.errors import UnsupportedNodeError
 
 SPLIT_CASES: list[Case] = [
@@ -80,7 +81,7 @@ def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: C
     for tile in split_tiles_for(dtype):
         ran = []
         for splits in range(1, core.MAX_SPLITS + 1):
-            algo = core.fused_algo(tile, splits)
+            algo = core_fused.fused_algo(tile, splits)
             try:
                 out = run_core(lib, case, dtype, inputs, algo)
             except UnsupportedNodeError as exc:
@@ -109,7 +110,7 @@ def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: C
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
 def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case: Case, dtype: str) -> None:
-    """The split tail AUTO runs for a partial last wave (``core.fused_algo(tile, 1, t)``: the first
+    """The split tail AUTO runs for a partial last wave (``core_fused.fused_algo(tile, 1, t)``: the first
     half of the pixel tiles unsplit, the rest with K split t ways, then the reduction of that part):
     within the bound of the reference, bit-identical when run twice. s_c256_dg2 has both parts on
     every tile; s_g2_dg4_nonsq has a single pixel tile on the 64-pixel tiles, all of it the tail."""
@@ -117,7 +118,7 @@ def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case
     ran = 0
     for tile in split_tiles_for(dtype):
         for tail in (2, 3, core.MAX_SPLITS):
-            algo = core.fused_algo(tile, 1, tail)
+            algo = core_fused.fused_algo(tile, 1, tail)
             try:
                 out = run_core(lib, case, dtype, inputs, algo)
             except UnsupportedNodeError as exc:
@@ -139,11 +140,12 @@ def test_tf32_split_k_on_the_fp32_warpgroup_tiles(lib, need_fused, case: Case) -
         pytest.skip("the FP32 warpgroup tiles need compute capability 9.x and sm_90a code")
     inputs, ref, absref = inputs_refs(case, "float32")
     for tile in sorted(WGMMA_TILES & FP32_ONLY_TILES):
-        for algo in [core.fused_algo(tile, s) for s in (1, 2, 3, 4)] + [core.fused_algo(tile, 1, 2)]:
+        algos = [core_fused.fused_algo(tile, s) for s in (1, 2, 3, 4)] + [core_fused.fused_algo(tile, 1, 2)]
+        for algo in algos:
             try:
                 out = run_core(lib, case, "float32", inputs, algo, math=core.MATH_TF32)
             except UnsupportedNodeError as exc:  # a split tail's partial sums may not fit
-                tail = algo == core.fused_algo(tile, 1, 2)
+                tail = algo == core_fused.fused_algo(tile, 1, 2)
                 assert tail and "do not fit the workspace" in str(exc), str(exc)
                 continue
             numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
@@ -166,18 +168,18 @@ def test_nchw_tiles_do_not_split(lib, need_fused) -> None:
     case = SPLIT_CASES[0]
     inputs, _, _ = inputs_refs(case, "float16")
     with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
-        run_core(lib, case, "float16", inputs, core.fused_algo(8, 2))
+        run_core(lib, case, "float16", inputs, core_fused.fused_algo(8, 2))
     with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
-        run_core(lib, case, "float16", inputs, core.fused_algo(8, 1, 2))
+        run_core(lib, case, "float16", inputs, core_fused.fused_algo(8, 1, 2))
 
 
 def test_fused_algo_codes() -> None:
-    assert core.fused_algo(3) == core.ALGO_FUSED_TILE + 3
-    assert core.fused_algo(7, 2) == core.ALGO_FUSED_TILE + 7 + core.ALGO_SPLIT_STEP
-    assert core.fused_algo(26, 1, 4) == core.ALGO_FUSED_TILE + 26 + 3 * core.ALGO_TAIL_STEP
+    assert core_fused.fused_algo(3) == core.ALGO_FUSED_TILE + 3
+    assert core_fused.fused_algo(7, 2) == core.ALGO_FUSED_TILE + 7 + core.ALGO_SPLIT_STEP
+    assert core_fused.fused_algo(26, 1, 4) == core.ALGO_FUSED_TILE + 26 + 3 * core.ALGO_TAIL_STEP
     for bad in ((-1, 1), (0, 0), (0, core.MAX_SPLITS + 1), (0, 1, 0), (0, 1, core.MAX_SPLITS + 1), (0, 2, 2)):
         with pytest.raises(ValueError):
-            core.fused_algo(*bad)
+            core_fused.fused_algo(*bad)
 
 
 @pytest.mark.gpu
@@ -190,7 +192,7 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
 
     case = SPLIT_CASES[0]
     inputs, ref, absref = inputs_refs(case, dtype)
-    p = params_for(case, dtype, core.fused_algo(7))
+    p = params_for(case, dtype, core_fused.fused_algo(7))
     dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
     w = dev["weight"]
     shifted = cupy.empty(w.size + 1, dtype=w.dtype)[1:].reshape(w.shape)  # 2 or 4 bytes off alignment
