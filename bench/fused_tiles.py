@@ -1,5 +1,5 @@
 """Times every tile configuration of the fused kernel (and AUTO's choice, the simple kernel) on the
-benchmark shapes: the data behind the automatic tile choice in plugin_src/core/dcnFused.cu.
+benchmark shapes: the data behind the automatic tile choice in plugin_src/core/dcnFusedCost.cu.
 
     python3 bench/fused_tiles.py [--dtypes float16,float32,tf32] [--shapes NAME,...] [--reps 30]
                                  [--tiles 3,5,7] [--splits 1,2,4,8]

@@ -269,8 +269,8 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     fp16_only = {10, 11, 12, 13, 17, 18, 19, 20} | wgmma  # 64-channel K chunks
     nchw = {8, 9}
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    # 66 blocks of 256 x 64 (16 producer warps), K split in two: one wave of 132 (35.7 us on the
-    # H200 against 35.1 for tile 18 unsplit, docs/fused_kernel_notes.md)
+    # 66 blocks of 256 x 64 (16 producer warps), K split in two: one wave of 132 blocks on the H200
+    # (measured times: CHANGELOG.md)
     assert core_fused.fused_choice(r50c4, lib=lib) == (26, 2)
     a100 = (108, 166912, 8)
     tile, splits = core_fused.fused_choice(r50c4, device=a100, lib=lib)
@@ -296,8 +296,8 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     r50c4.dtype = core.FLOAT32
     tile, splits = core_fused.fused_choice(r50c4, lib=lib)
     assert tile not in fp16_only | nchw, tile
-    # FP32 on warpgroup MMAs (3xTF32: 72.7 us on the H200 against 135.8 for tile 23,
-    # docs/benchmarks.md); in TF32 mode the 256 x 64 tile with K split in two (41.9 us)
+    # FP32 on warpgroup MMAs (3xTF32; R50-c4 times in CHANGELOG.md and docs/benchmarks.md); in TF32
+    # mode the 256 x 64 tile with K split in two
     assert (tile, splits) == (28, 1)
     r50c4.math = core.MATH_TF32
     assert core_fused.fused_choice(r50c4, lib=lib) == (29, 2)

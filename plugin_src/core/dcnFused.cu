@@ -153,14 +153,10 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             if (m != kDCN_SUCCESS)
                 return m;
         }
-#ifdef DCN_FUSED_NO_PDL // experiments: plain stream order between the kernels of a call
-        bool const pdl = false;
-#else
         bool const pdl = builtSm90For(d.ccMajor);
-#endif
         // The prep kernel too is a programmatic dependent of whatever the stream ran before: it may be
         // scheduled while that kernel's last blocks finish, and waits for it before touching memory
-        // (docs/fused_kernel_notes.md, v55: 1-4% per call on most layers, R50-c3 FP16 3% slower).
+        // (H200: 1-4.5% less time per call on most layers, R50-c3 FP16 3% more).
         cudaError_t const pe = launchEx(pdl, dcnPrepKernel<T>, dim3(static_cast<unsigned>(blocks)), dim3(256), 0,
             stream, static_cast<T const*>(q.x), static_cast<T const*>(q.weight), xh, wp, p.n,
             static_cast<int32_t>(p.c), hw, xBlocks, segments, segsPerBlock, p.kh * p.kw, S.bk == 64 ? 6 : 5,
@@ -174,9 +170,6 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         s = launchError("prep kernel", p, TILE, msg, msgLen, pe);
         if (s != kDCN_SUCCESS)
             return s;
-#ifdef DCN_FUSED_PREP_ONLY // experiments: time the prep kernel alone
-        return kDCN_SUCCESS;
-#endif
         size_t const smem = C::smemBytes(a.kk, a.planSlots);
         // A split tail (c.tailSplits > 1, a.splits == 1): the first pixel tiles unsplit, then the
         // last c.tailTiles with K split, whose partial sums the reduction adds up.

@@ -17,7 +17,7 @@ namespace
  * timings of bench/fused_tiles.py (docs/fused_kernel_notes.md); 0 for tiles the estimate leaves
  * out. The cp.async and TMA tiles are left out where their weight tile has rows past the group's
  * output channels (measured slower there), except those with 16 producer warps (CenterNet 64 -> 64:
- * tile 25 23.6 us against 32.5 for the tile chosen before). */
+ * tile 25 23.6 us against 32.5 for the choice without that exception). */
 float chunkWeight(int tile, DcnParams const& p)
 {
     bool const fp32 = p.dtype == kDCN_FLOAT32;
@@ -29,7 +29,7 @@ float chunkWeight(int tile, DcnParams const& p)
     switch (tile)
     {
     case 7: return 1.0f;
-    case 5: return tf32 ? 0.72f : fp32 ? (mg > 64 ? 0.45f : 0.6f) : 0.82f; // FP32: refitted in session 5
+    case 5: return tf32 ? 0.72f : fp32 ? (mg > 64 ? 0.45f : 0.6f) : 0.82f; // 3xTF32: cheaper above 64 channels
     case 4: return mg > 64 ? 0.0f : fp32 ? 0.6f : 0.8f;
     case 10: return fp32 ? 0.0f : 0.83f; // 64-channel chunks: FP16/BF16 only
     case 11: return fp32 ? 0.0f : 0.67f;
@@ -38,29 +38,30 @@ float chunkWeight(int tile, DcnParams const& p)
     case 14: return fp32 ? 0.0f : 0.92f;
     case 15: return fp32 ? 0.0f : 0.74f;
     case 16: return fp32 ? 0.0f : 1.3f;
-    case 17: return fp32 ? 0.0f : 0.59f; // tile 13 with twice the producers: 2-5% faster (session 4)
-    // TMA tiles (sm_90+; fp32 is rejected by unsupportedReason): 8-27% faster than tiles 12, 17, 16
-    // (session 5, FP16 on R50-c4, BEV-c4, R50-c5, DBNet-c4, OCD-l4, DLA 512->256@16x16).
+    case 17: return fp32 ? 0.0f : 0.59f; // 8 producer warps: 2-5% faster than tile 13's 4
+    // TMA tiles (sm_90+; fp32 is rejected by unsupportedReason): 8-27% faster than the cp.async
+    // tiles 12, 17, 16 of the same shapes (FP16 on R50-c4, BEV-c4, R50-c5, DBNet-c4, OCD-l4,
+    // DLA 512->256@16x16).
     case 18: return 0.72f;
     case 19: return 0.49f;
     case 20: return 1.1f;
-    // Tile 20 with warpgroup MMAs: 0-4% faster in FP16, 6-9% in BF16 (BEV-c4, DBNet-c4, OCD-l4);
-    // on tiles 18 and 19 they measured no gain and were not kept (docs/fused_kernel_notes.md).
+    // Tile 20's shape with warpgroup MMAs: 0-4% faster than tile 20 in FP16, 6-9% in BF16 (BEV-c4,
+    // DBNet-c4, OCD-l4); the 128-row TMA tiles 18 and 19 gain nothing from them, so they have none.
     case 21: return 1.05f;
-    // Tiles 7 and 5 with TMA weights (FP32 only): 4-16% faster than them (session 5, R50-c3/c4/c5,
-    // BEV-c4, DBNet-c4, OCD-l4).
+    // The shapes of tiles 7 and 5 with TMA weights (FP32 only): 4-16% faster than those two
+    // (R50-c3/c4/c5, BEV-c4, DBNet-c4, OCD-l4).
     case 22: return tf32 ? 0.86f : fp32 ? 0.93f : 0.0f;
     case 23: return tf32 ? 0.86f : fp32 ? 0.43f : 0.0f; // TF32: two blocks per SM (coResident)
-    // Warpgroup tiles of session 6 (FP16/BF16; fitted on R50-c3/c3-s2/c4/c5, BEV-c4, CenterNet-64,
-    // DBNet-c4, DLA 512->256@16x16, OCD-l4). 128 x 128 with 8 producer warps: BF16 only (FP16 has
-    // tile 25); with 16 producer warps FP16 only (BF16's FP32 sums spill at 72 registers).
+    // Warpgroup tiles with one consumer warpgroup (FP16/BF16; fitted on R50-c3/c3-s2/c4/c5, BEV-c4,
+    // CenterNet-64, DBNet-c4, DLA 512->256@16x16, OCD-l4). 128 x 128 with 8 producer warps: BF16 only
+    // (FP16 has tile 25); with 16 producer warps FP16 only (BF16's FP32 sums spill at 72 registers).
     case 24: return fp32 || !bf16 ? 0.0f : 1.0f;
     case 25: return fp32 || bf16 ? 0.0f : 0.7f;
     // 16 producer warps (setmaxnreg): 13-21% faster than tile 21 (BEV-c4, DBNet-c4, R50-c5).
     case 26: return fp32 ? 0.0f : 0.75f;
     case 27: return fp32 ? 0.0f : bf16 ? 0.55f : 0.65f;
-    // Tile 27 for FP32 (session 9; R50-c4, BEV-c4, DBNet-c4, OCD-l4, R50-c3, each against the better
-    // of tiles 22 and 23 at its best split): 3xTF32 on warpgroup MMAs took 0.51-0.55x their time,
+    // Tile 27's layout for FP32 (R50-c4, BEV-c4, DBNet-c4, OCD-l4, R50-c3, each against the better
+    // of tiles 22 and 23 at its best split): 3xTF32 on warpgroup MMAs takes 0.51-0.55x their time,
     // TF32 0.89-0.91x.
     case 28: return tf32 ? 0.70f : fp32 ? 0.40f : 0.0f;
     // Tile 26 for FP32, TF32 only (3xTF32 does not fit its shared memory): 0.59-0.76x tile 28's time
@@ -73,7 +74,7 @@ float chunkWeight(int tile, DcnParams const& p)
 
 /* Blocks of `tile` that share an SM at full speed each (fitted like chunkWeight): tile 23 in TF32
  * (111 registers x 288 threads; a block alone leaves half the SM idle: R50-c5 with 2 K splits,
- * 264 blocks, took 69.8 us against 117.3 us for 132 blocks without a split, session 5). */
+ * 264 blocks, took 69.8 us against 117.3 us for 132 blocks without a split). */
 int coResident(int tile, DcnParams const& p, Device const& d)
 {
     bool const two = tile == 23 && p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32;

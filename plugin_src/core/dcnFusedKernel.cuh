@@ -155,11 +155,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
                     int const m = vi / VPR;
                     int const kv = (vi - m * VPR) * C::VEC;
                     R.av[it] = make_uint4(0u, 0u, 0u, 0u);
-#ifdef DCN_FUSED_NO_ALOAD // experiments: the weight loads left out
-                    if (m0 + m == -1)
-#else
                     if ((C::A_VECS % C::PRODUCERS == 0 || vi < C::A_VECS) && m0 + m < a.mg && k0 + kv < a.kg)
-#endif
                     {
                         R.av[it] = __ldg(
                             reinterpret_cast<uint4 const*>(wGroup + (static_cast<int64_t>(m0 + m) * a.kg + k0 + kv)));
@@ -176,16 +172,12 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
 #pragma unroll
                 for (int j = 0; j < C::PXT; ++j)
                 {
-#ifdef DCN_FUSED_NO_GATHER // experiments: the sampling loads left out
-                    R.v[j][0] = R.v[j][1] = R.v[j][2] = R.v[j][3] = dcn::simple::fromFloat<T>(1.0f);
-#else
                     T const* const q = plane + planI[R.e0 + C::TPR * j];
                     T const* const q2 = q + a.w;
                     R.v[j][0] = ldT(q);
                     R.v[j][1] = ldT(q + 1);
                     R.v[j][2] = ldT(q2);
                     R.v[j][3] = ldT(q2 + 1);
-#endif
                 }
             }
             c += dC;
@@ -248,11 +240,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
                 }
                 row[t + C::TPR * j] = dcn::simple::fromFloat<T>(sv);
             }
-#ifdef DCN_FUSED_SYNC_FULL // experiments (racecheck): producers wait at FULL instead of arriving
-            barSync(2 + s, kAll);
-#else
             barArrive(2 + s, kAll); // stage s is full
-#endif
         };
         Regs r0;
         Regs r1;

@@ -149,18 +149,12 @@ __device__ __forceinline__ void mmaTf32Zero(float (&d)[4], uint32_t const (&a)[4
 
 /* acc += A * B in 3xTF32 for one m16n8k8 step: big*small, small*big and big*big go into a zeroed
  * fragment, which is then added to acc by FP32 adds (round to nearest). Chaining all three products
- * of every step straight into acc lets the tensor cores' accumulation error build up along K
- * (the kernel measured 3e-5 of max|ref| at K = 2304 that way, against 3e-6 for the SIMT kernel);
- * with the fresh fragment it is confined to three products. DCN_FUSED_3XTF32_CHAINED (experiments)
- * restores the chained form. */
+ * of every step straight into acc would let the tensor cores' accumulation error build up along K
+ * (measured: 3e-5 of max|ref| at K = 2304, against 3e-6 for the SIMT kernel); with the fresh
+ * fragment it is confined to three products. */
 __device__ __forceinline__ void mma3xTf32(float (&acc)[4], uint32_t const (&aBig)[4], uint32_t const (&aSmall)[4],
     uint32_t const (&bBig)[2], uint32_t const (&bSmall)[2])
 {
-#ifdef DCN_FUSED_3XTF32_CHAINED
-    mmaTf32(acc, aSmall, bBig[0], bBig[1]);
-    mmaTf32(acc, aBig, bSmall[0], bSmall[1]);
-    mmaTf32(acc, aBig, bBig[0], bBig[1]);
-#else
     float t[4];
     mmaTf32Zero(t, aSmall, bBig[0], bBig[1]);
     mmaTf32(t, aBig, bSmall[0], bSmall[1]);
@@ -168,7 +162,6 @@ __device__ __forceinline__ void mma3xTf32(float (&acc)[4], uint32_t const (&aBig
 #pragma unroll
     for (int q = 0; q < 4; ++q)
         acc[q] += t[q];
-#endif
 }
 
 /* FP32 -> TF32 with round-to-nearest (ties away), as a 32-bit pattern. */

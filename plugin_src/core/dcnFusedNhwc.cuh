@@ -185,15 +185,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             {
                 int const j = h * C::PXU + u;
                 T const* const q = xLane[j] + nextIdx[j];
-#if defined(DCN_FUSED_NO_GATHER) || defined(DCN_FUSED_NO_SAMPLE) // experiments: no corner loads (wrong results)
-                uint32_t const fake = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(q)) & 0x3c003c00u;
-                R.v[u][0] = R.v[u][1] = R.v[u][2] = R.v[u][3] = make_uint4(fake, fake, fake, fake);
-#else
                 R.v[u][0] = __ldg(reinterpret_cast<uint4 const*>(q));
                 R.v[u][1] = __ldg(reinterpret_cast<uint4 const*>(q + colStride));
                 R.v[u][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
                 R.v[u][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
-#endif
                 if constexpr (C::PACK16)
                     R.w[u] = *reinterpret_cast<uint2 const*>(planW + e0 + bPix[j]);
             }
@@ -230,15 +225,11 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     // The barrier above ordered the consumers' reads of stage s before this thread.
                     fenceProxyAsync();
-#ifdef DCN_FUSED_NO_WTMA // experiments: no weight tile copy, its mbarrier completes at once (wrong results)
-                    mbarArriveExpectTx(fullA + 8 * s, 0u);
-#else
                     mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
                     tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
                     if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
                         tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
                             a.cout + g * a.mg + m0, fullA + 8 * s);
-#endif
                 }
             }
             else if constexpr (C::ASYNC_A)
@@ -262,7 +253,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 }
             }
             uint32_t const bStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::B_BYTES);
-#ifndef DCN_FUSED_NO_SAMPLE // experiments: no B tile at all, producers only copy A (results are wrong)
 #pragma unroll
             for (int u = 0; u < C::PXU; ++u)
             {
@@ -282,9 +272,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     res = tf32Vec(res);
                 stShared16(bDst[j] + bStage, res);
             }
-#else
-            (void)bStage;
-#endif
             if (h + 1 < C::SUB)
                 return; // the stage is full after the chunk's last unit
             if constexpr (C::ASYNC_A)

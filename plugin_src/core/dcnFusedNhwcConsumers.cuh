@@ -125,9 +125,9 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     if (a.splits > 1 || sizeof(T) == 4)
     {
         // 4-byte destinations (FP32 partial sums or output): each warp stores 32 consecutive pixels
-        // of one channel, 128 bytes per instruction (16-byte items of 4 pixels were not faster, and
-        // 8 pixels per item, stored as two 16-byte halves by two instructions, made the split layers
-        // about 10 us slower: docs/fused_kernel_notes.md, v40 and v42).
+        // of one channel, 128 bytes per instruction (measured on an H200: 16-byte items of 4 pixels
+        // are no faster, and 8-pixel items stored as two 16-byte halves make the split layers about
+        // 10 us slower).
         constexpr int CSTEP = C::CONSUMERS / C::BN;
         int const px = tid % C::BN;
         int const c0 = tid / C::BN;
@@ -267,7 +267,6 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                     mbarArrive(fullA + C::EMPTY_OFF + 8 * s);
                 continue;
             }
-#ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
             wgmmaFence();
 #pragma unroll
             for (int ks = 0; ks < KSTEPS; ++ks)
@@ -284,10 +283,6 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                             &acc[mt][0][0], wgmmaDesc(aS + mt * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32));
             }
             wgmmaCommit();
-#else
-            (void)aS;
-            (void)bS;
-#endif
             // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
             wgmmaWait<1>();
             if (kc > 0 && kc - 1 + C::STAGES < nChunks)
@@ -311,9 +306,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 mbarWait(fullA + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // and its weight tile landed
             T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
             T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
-#ifndef DCN_FUSED_NO_MMA // experiments: consumers only hand stages back (results are wrong)
             chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);
-#endif
             if (kc + C::STAGES < nChunks)
             {
                 barArrive(2 + C::STAGES + s, kAll); // stage s may be refilled

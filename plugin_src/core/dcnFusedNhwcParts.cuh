@@ -41,7 +41,7 @@ __device__ __forceinline__ uint4 interpPacked(uint2 w, uint4 const (&v)[4])
     return res;
 }
 
-/* Bilinear sum of one task in FP32 (BF16, FP32; FP16 with DCN_FUSED_INTERP_F32), one rounding to T. */
+/* Bilinear sum of one task in FP32 (BF16, FP32), one rounding to T. */
 template <typename T>
 __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
 {

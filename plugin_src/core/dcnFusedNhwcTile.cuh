@@ -41,22 +41,15 @@ struct NTile
     // the weight tile). Per K step a warpgroup reads the weights once and the samples once per 128
     // output channels, where the m64n64 form reads the samples once per 64. The epilogue transposes
     // through shared memory (stageTile, dcnFusedNhwcConsumers.cuh).
-#ifdef DCN_FUSED_NO_SWAP // experiments: m64n64 with output channels as rows on every warpgroup tile
-    static constexpr bool SWAP = false;
-#else
     static constexpr bool SWAP = WG_ && BN_ == 64;
-#endif
     static constexpr int SWAP_N = BM_ / (CW_ / 4) < 128 ? BM_ / (CW_ / 4) : 128;
     static constexpr int MT_STRIDE = WG_ ? 64 : 16;
     // Warpgroup tiles hand the stages over through mbarriers (FULL: one arrival per producer thread;
     // EMPTY: one per consumer thread): a producer warp waits for the consumers only, not for the
-    // other producer warps as at a named barrier. The others use named barriers FULL = 2 + s, EMPTY
-    // = 2 + STAGES + s over the whole block.
-#ifdef DCN_FUSED_NAMED_HANDOVER // experiments: named barriers on the warpgroup tiles too
-    static constexpr bool MBAR = false;
-#else
+    // other producer warps as at a named barrier. Every thread arrives (not one lane after
+    // __syncwarp(), an order racecheck does not follow); the speed is the same. The other tiles use
+    // named barriers FULL = 2 + s, EMPTY = 2 + STAGES + s over the whole block.
     static constexpr bool MBAR = WG_;
-#endif
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -77,14 +70,9 @@ struct NTile
     static constexpr int MT = WTM / 16;
     static constexpr int NT = WTN / 8;
     // FP16 interpolates in __half2 pairs (HFMA2): 8 channels in 16 instructions instead of 68
-    // (conversions, FP32 FMAs, packing). BF16 keeps FP32 sums: in BF16 pairs the sampling error
-    // reached the im2col baseline's (H200, docs/fused_kernel_notes.md, version 12).
-    // DCN_FUSED_INTERP_F32 (experiments) keeps FP32 sums for FP16 too.
-#ifdef DCN_FUSED_INTERP_F32
-    static constexpr bool PACK16 = false;
-#else
+    // (conversions, FP32 FMAs, packing). BF16 keeps FP32 sums: summed in BF16 pairs, its error
+    // reaches the im2col baseline's (5.1e-3 measured on an H200).
     static constexpr bool PACK16 = std::is_same<T, __half>::value;
-#endif
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = SWZ_B ? BK : BK + PAD; // sB [BN][LDB] (K contiguous)
@@ -97,13 +85,9 @@ struct NTile
     static constexpr int SUB = PREGS > 0 ? PXT : TMA_A && PXT > 2 ? PXT / 2 : 1;
     static constexpr int PXU = PXT / SUB;
     // Register sets (units in flight) per producer thread; the host's planSlots covers PD + 1
-    // chunks. Producers of 80 registers (tile 26) hold 3: corner loads two chunks ahead.
-#ifdef DCN_FUSED_PD // experiments: force the ring depth (2 to 4 measured alike, docs/fused_kernel_notes.md)
-    static constexpr int PD = DCN_FUSED_PD;
-#else
+    // chunks. Producers of 80 registers (tiles 26, 29) hold 3: corner loads two chunks ahead.
     static constexpr int PD = PREGS >= 80 ? 3 : PREGS > 0 ? 2 : SUB > 1 ? 3
         : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
-#endif
     static constexpr int A_VECS = BM * BK / VEC;
     // SPLIT = 2 (FP32 warpgroup tiles in 3xTF32): each stage holds every operand twice, its TF32
     // big part and then its TF32 small part (A_HALF, B_HALF bytes further), as the prep kernel

@@ -34,7 +34,7 @@ struct TileShape
     int pregs; // warpgroup tiles: producer registers per thread (setmaxnreg; consumers get the rest), 0: none
 };
 constexpr TileShape kTiles[] = {
-    {128, 64, 4, 8, 8, 4, true, 32, false},   // 0
+    {128, 64, 4, 8, 8, 4, true, 32, false},   // 0 (0-11: the weight tile goes through the producers' registers)
     {128, 128, 2, 8, 8, 4, true, 32, false},  // 1
     {64, 128, 2, 8, 8, 4, true, 32, false},   // 2
     {256, 64, 4, 8, 8, 3, true, 32, false},   // 3: all channels of a 256-channel group at once
@@ -44,26 +44,26 @@ constexpr TileShape kTiles[] = {
     {128, 64, 2, 4, 8, 4, true, 32, false},   // 7: 4 consumer warps
     {128, 64, 4, 8, 8, 4, false, 32, false},  // 8: NCHW kernel (any channel count)
     {64, 64, 2, 4, 8, 4, false, 32, false},   // 9
-    {128, 64, 2, 4, 8, 4, true, 64, false},   // 10: tile 7 with 64-channel chunks
-    {128, 32, 4, 4, 4, 4, true, 64, false},   // 11: tile 5 with 64-channel chunks
-    {128, 64, 2, 4, 8, 4, true, 64, true},    // 12: tile 10 with cp.async weights
-    {128, 32, 4, 4, 4, 4, true, 64, true},    // 13: tile 11 with cp.async weights
-    {128, 64, 2, 4, 8, 4, true, 32, true},    // 14: tile 7 with cp.async weights
-    {128, 32, 4, 4, 4, 4, true, 32, true},    // 15: tile 5 with cp.async weights
-    {256, 64, 4, 8, 8, 3, true, 32, true},    // 16: tile 3 with cp.async weights
-    {128, 32, 4, 4, 8, 4, true, 64, true},    // 17: tile 13 with 8 producer warps
-    {128, 64, 2, 4, 8, 4, true, 64, false, true},  // 18: tile 12 with TMA weights (sm_90+)
-    {128, 32, 4, 4, 8, 4, true, 64, false, true},  // 19: tile 17 with TMA weights
+    {128, 64, 2, 4, 8, 4, true, 64, false},   // 10: 128 x 64, 4 consumer warps, 64-channel chunks
+    {128, 32, 4, 4, 4, 4, true, 64, false},   // 11: 128 x 32, 64-channel chunks
+    {128, 64, 2, 4, 8, 4, true, 64, true},    // 12: 128 x 64, 64-channel chunks, cp.async weights
+    {128, 32, 4, 4, 4, 4, true, 64, true},    // 13: 128 x 32, 64-channel chunks, cp.async weights
+    {128, 64, 2, 4, 8, 4, true, 32, true},    // 14: 128 x 64, 32-channel chunks, cp.async weights
+    {128, 32, 4, 4, 4, 4, true, 32, true},    // 15: 128 x 32, 32-channel chunks, cp.async weights
+    {256, 64, 4, 8, 8, 3, true, 32, true},    // 16: 256 x 64, 32-channel chunks, cp.async weights
+    {128, 32, 4, 4, 8, 4, true, 64, true},    // 17: 128 x 32, 64-channel chunks, cp.async weights, 8 producer warps
+    {128, 64, 2, 4, 8, 4, true, 64, false, true},  // 18: 128 x 64, 64-channel chunks, TMA weights (sm_90+)
+    {128, 32, 4, 4, 8, 4, true, 64, false, true},  // 19: 128 x 32, 64-channel chunks, TMA weights, 8 producer warps
     {256, 64, 4, 8, 8, 3, true, 64, false, true},  // 20: 256 x 64, 64-channel chunks, TMA weights
-    {256, 64, 8, 8, 8, 3, true, 64, false, true, true}, // 21: tile 20 with warpgroup MMAs (sm_90a)
-    {128, 64, 2, 4, 8, 4, true, 32, false, true},  // 22: tile 7 with TMA weights (FP32: 128-byte rows)
-    {128, 32, 4, 4, 4, 4, true, 32, false, true},  // 23: tile 5 with TMA weights (FP32)
+    {256, 64, 8, 8, 8, 3, true, 64, false, true, true}, // 21: 256 x 64, two consumer warpgroups (wgmma, sm_90a)
+    {128, 64, 2, 4, 8, 4, true, 32, false, true},  // 22: 128 x 64, 32-channel chunks, TMA weights (FP32: 128-byte rows)
+    {128, 32, 4, 4, 4, 4, true, 32, false, true},  // 23: 128 x 32, 32-channel chunks, TMA weights (FP32)
     {128, 128, 4, 4, 8, 4, true, 64, false, true, true}, // 24: 128 x 128, one consumer warpgroup (sm_90a)
-    {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72}, // 25: tile 24 with 16 producer warps of 72 registers
+    {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72}, // 25: 128 x 128, 16 producer warps of 72 registers
     {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80},  // 26: 256 x 64, one consumer warpgroup, 16 producer warps
     {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 27: 128 x 64, the same split of warps and registers
-    {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64},  // 28: tile 27 for FP32 (TF32 wgmma, 32-channel chunks)
-    {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80},  // 29: tile 26 for FP32 (TF32 only: 3xTF32 needs 2x smem)
+    {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64},  // 28: 128 x 64 for FP32 (TF32 wgmma, 32-channel chunks)
+    {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80},  // 29: 256 x 64 for FP32, TF32 only (3xTF32 would need 2x smem)
 };
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 

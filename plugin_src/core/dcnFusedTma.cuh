@@ -1,8 +1,8 @@
 /*
  * dcnconvert core: the Hopper (sm_90) pieces of the fused kernel's weight path: the tensor memory
  * accelerator (TMA) copies one weight tile per K chunk from global into shared memory and signals
- * an mbarrier with the bytes it wrote; the consumers wait on that mbarrier. The producers then no
- * longer copy weights at all. The tile lands with the 128-byte swizzle (rows of 128 bytes; the
+ * an mbarrier with the bytes it wrote; the consumers wait on that mbarrier, and the producers of
+ * these tiles only sample. The tile lands with the 128-byte swizzle (rows of 128 bytes; the
  * 16-byte unit u of row r sits at unit u ^ (r % 8)), which chunkMma undoes in its ldmatrix
  * addresses. Internal to plugin_src/core; no TensorRT include.
  */

@@ -87,7 +87,7 @@ typedef struct DcnParams
     int32_t withBias; /* 0 or 1 */
     int32_t dtype;    /* DcnDataType */
     int32_t algo;     /* DcnAlgo */
-    int32_t math;     /* DcnMath (was a reserved 0 field: 0 keeps the old meaning) */
+    int32_t math;     /* DcnMath; 0 (kDCN_MATH_ACCURATE) for zero-initialised params */
 } DcnParams;
 
 #ifdef __cplusplus

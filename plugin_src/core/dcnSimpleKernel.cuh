@@ -10,11 +10,11 @@
  * One block owns a BM x BN tile (channels x pixels) of one group and walks K in chunks of BK:
  * its threads fill a shared FP32 tile of sampled values and a shared FP32 tile of weights, then
  * each thread accumulates a TM x TN register block in FP32 (BM = 64, or 32 when a group has at
- * most 32 output channels). Every channel tile samples its pixels again: the fused kernel of the
- * next issue removes that redundancy; this one stays simple as the reference path. Bias is added
- * in the epilogue and the result is rounded once to the output type. Coordinates (integer part +
- * FP32 fraction), bilinear weights and accumulation are FP32 for every element type; every element
- * offset into x, offset, mask, weight and out is 64-bit.
+ * most 32 output channels). Every channel tile samples its pixels again; the fused kernels
+ * (dcnFusedKernel.cuh, dcnFusedNhwc.cuh) avoid that, and this one stays simple as the reference
+ * path. Bias is added in the epilogue and the result is rounded once to the output type.
+ * Coordinates (integer part + FP32 fraction), bilinear weights and accumulation are FP32 for every
+ * element type; every element offset into x, offset, mask, weight and out is 64-bit.
  *
  * The per-row bookkeeping of a K chunk (channel, kernel point, deformable group) is the same for
  * every pixel, so 16 threads compute it once per chunk into a double-buffered shared table while
@@ -48,7 +48,8 @@ static_assert(kBK <= 32, "row table filled by one warp");
 
 /* Minimum resident blocks per SM asked of the register allocator: 4 caps the kernel at 64
  * registers (no spills on sm_75..sm_90 with nvcc 13.0), i.e. 32 warps per SM to hide the latency of
- * the dependent offset -> corner loads. Override with -DDCN_SIMPLE_MIN_BLOCKS=n for experiments. */
+ * the dependent offset -> corner loads. A tunable: -DDCN_SIMPLE_MIN_BLOCKS=n (EXTRA_NVCCFLAGS)
+ * changes speed, not results; bench/gpu_check.sh times 1 and 3 and runs the GPU tests on each. */
 #ifndef DCN_SIMPLE_MIN_BLOCKS
 #define DCN_SIMPLE_MIN_BLOCKS 4
 #endif
