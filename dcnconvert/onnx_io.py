@@ -2,7 +2,9 @@
 
 * :func:`load_model` loads a model with its external data and turns every way a file can be
   unreadable (missing, a folder, truncated, not ONNX, missing external data) into a
-  :class:`~dcnconvert.errors.ModelError` with a hint.
+  :class:`~dcnconvert.errors.ModelError` with a hint; it checks the graph with
+  :func:`dcnconvert.model_check.check_model` (refuses what TensorRT's parser refuses, warns on the
+  unusual), so every command that reads a model gets that check.
 * :func:`save_model` writes atomically: to a temporary name in the destination folder, renamed
   into place only once everything is written. Models too large for one protobuf (2 GB), or saved
   with ``external_data=True``, get one data file next to the ``.onnx``, named ``<file name>.data``
@@ -27,6 +29,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
+from dcnconvert import model_check
 from dcnconvert.errors import ModelError, OutputError
 from dcnconvert.onnx_tensors import (
     check_skeleton,
@@ -66,18 +69,21 @@ EXTERNAL_ALIGNMENT = 64
 STREAM_MIN_BYTES = 64 * 2**20
 
 
-def load_model(path: PathLike) -> onnx.ModelProto:
-    """Load an ONNX model and its external data.
+def load_model(path: PathLike, *, check: bool = True) -> onnx.ModelProto:
+    """Load an ONNX model and its external data, and check its graph.
 
     Args:
         path: the ``.onnx`` file.
+        check: run :func:`dcnconvert.model_check.check_model` (before the external data is read, so
+            a broken graph is refused without reading the weights; its warnings are logged).
 
     Returns:
         The model, with every external tensor loaded into memory.
 
     Raises:
-        ModelError: the file is missing, is a folder, is not ONNX, is truncated, or its external
-            data cannot be read.
+        ModelError: the file is missing, is a folder, is not ONNX, is truncated, its external
+            data cannot be read, or its graph is one TensorRT's parser refuses (a dangling node
+            input, a tensor produced twice, a name that is not valid UTF-8, ...).
     """
     path = Path(path)
     if not path.exists():
@@ -92,10 +98,16 @@ def load_model(path: PathLike) -> onnx.ModelProto:
             "the file is truncated or not ONNX",
             hint="re-export or re-download the model",
         ) from None
+    except UnicodeDecodeError as exc:  # protobuf backends that decode strings while parsing
+        raise ModelError(f"{path} holds a string that is not valid UTF-8 ({exc.reason}): "
+                         f"'{model_check.escape(exc.object[exc.start:exc.end + 16])}'",
+                         hint="the file is probably damaged: re-export or re-download the model") from None
     except OSError as exc:
         raise ModelError(f"cannot read {path}: {exc.strerror or exc}",
                          hint="check the file's permissions") from None
     _check_looks_like_onnx(model, path)
+    if check:
+        model_check.check_model(model)
     if uses_external_data(model):
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
@@ -131,7 +143,7 @@ def file_uses_external_data(path: PathLike) -> bool:
     path = Path(path)
     try:
         model = onnx.load(str(path), load_external_data=False)
-    except (DecodeError, OSError) as exc:
+    except (DecodeError, OSError, UnicodeDecodeError) as exc:
         raise ModelError(f"cannot read {path}: {exc}", hint="check the path") from None
     return uses_external_data(model)
 

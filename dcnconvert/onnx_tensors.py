@@ -159,13 +159,24 @@ def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
     """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)``.
 
     ``write=None`` leaves the initializers out.
+
+    Raises:
+        ModelError: a string of ``model`` is not valid UTF-8. Protobuf hands such a field to Python
+            as ``bytes`` and refuses to assign them back (``UnicodeDecodeError``); models loaded by
+            :func:`dcnconvert.onnx_io.load_model` were refused already, this names it for others.
     """
-    _copy_fields(model, light, "graph")
-    graph = light.graph
-    _copy_fields(model.graph, graph, "initializer")
-    if write is not None:
-        for tensor in model.graph.initializer:
-            write(tensor, graph.initializer.add())
+    try:
+        _copy_fields(model, light, "graph")
+        graph = light.graph
+        _copy_fields(model.graph, graph, "initializer")
+        if write is not None:
+            for tensor in model.graph.initializer:
+                write(tensor, graph.initializer.add())
+    except UnicodeDecodeError:
+        from dcnconvert.model_strings import check_names
+
+        check_names(model)  # raises the ModelError naming the string
+        raise
 
 
 def check_skeleton(model: onnx.ModelProto) -> None:

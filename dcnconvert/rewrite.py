@@ -36,7 +36,7 @@ import onnx_graphsurgeon as gs
 from onnx import helper
 from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
-from dcnconvert import onnx_io, schema
+from dcnconvert import model_check, onnx_io, schema
 from dcnconvert.errors import ModelError, NoMatchError, UnsupportedNodeError
 from dcnconvert.match import DcnMatch, default_opset, find_dcn_nodes, graph_info, infer_shapes_safely
 from dcnconvert.validate import resolve_target, validate_matches
@@ -271,11 +271,13 @@ def rewrite_model(
         UnsupportedNodeError: a DCN node that cannot be converted (or not for ``target``).
         NoMatchError: no DCN node and ``require_match``.
         UsageError: unknown target, or ``allow_tf32`` for a target without the field.
+        ModelError: a graph TensorRT's parser refuses (:func:`dcnconvert.model_check.check_model`).
     """
     target = resolve_target(target)
     if allow_tf32 and not target.has_allow_tf32:
         raise schema.tf32_target_error(target, "allow_tf32=True")
     report = RewriteReport(target=target.name, allow_tf32=bool(allow_tf32))
+    model_check.check_model(model, warn=False, second_opinion=False)  # a ModelProto from a library caller
     light = onnx_io.skeleton(model)
     info = graph_info(light, infer_shapes_safely(light))
     matches = find_dcn_nodes(light, info=info)

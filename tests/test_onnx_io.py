@@ -66,6 +66,42 @@ class TestLoad:
         with pytest.raises(ModelError, match="external data"):
             onnx_io.load_model(path)
 
+    def test_broken_graph_is_refused_on_load(self, tmp_path):
+        model = _big_model()
+        model.graph.node[1].input[0] = "t_gone"
+        onnx.save(model, str(tmp_path / "m.onnx"))
+        with pytest.raises(ModelError, match="node 'add1' \\(Add\\) reads tensor 't_gone'") as info:
+            onnx_io.load_model(tmp_path / "m.onnx")
+        assert info.value.node == "add1" and "t_gone" in info.value.hint
+        assert onnx_io.load_model(tmp_path / "m.onnx", check=False) == model  # check=False: as onnx.load
+
+    def test_graph_is_checked_before_the_external_data_is_read(self, tmp_path):
+        model = _big_model()
+        model.graph.output[0].name = "y_gone"
+        onnx_io.save_model(model, tmp_path / "m.onnx", external_data=True)
+        (tmp_path / "m.onnx.data").unlink()  # never read: the graph is refused first
+        with pytest.raises(ModelError, match="graph output 'y_gone' is produced by no node"):
+            onnx_io.load_model(tmp_path / "m.onnx")
+
+    def test_warnings_are_logged_once_and_the_model_loads(self, tmp_path, caplog):
+        model = _big_model()
+        model.graph.initializer.append(numpy_helper.from_array(np.zeros(3, np.float32), "spare"))
+        onnx_io.save_model(model, tmp_path / "m.onnx", external_data=True)
+        with caplog.at_level("WARNING", logger="dcnconvert.model_check"):
+            loaded = onnx_io.load_model(tmp_path / "m.onnx")
+        assert [r.getMessage() for r in caplog.records if "'spare'" in r.getMessage()] == [
+            "1 initializer(s) no node reads ('spare'); they are kept, TensorRT ignores them"]
+        assert not onnx_io.uses_external_data(loaded)
+
+    def test_name_that_is_not_utf8_is_refused_on_load(self, tmp_path):
+        data = bytearray(samples.build("onnx.DeformConv").SerializeToString())
+        at = data.index(b"\x0a\x06offset") + 2  # a graph input's or node input's name, in place
+        data[at:at + 2] = b"\xc3\x28"
+        (tmp_path / "m.onnx").write_bytes(bytes(data))
+        with pytest.raises(ModelError, match="is not valid UTF-8: '\\\\xc3\\(fset'") as info:
+            onnx_io.load_model(tmp_path / "m.onnx")
+        assert "re-export" in info.value.hint
+
     def test_loading_does_not_touch_the_file(self, tmp_path):
         path = tmp_path / "m.onnx"
         onnx_io.save_model(_big_model(), path, external_data=True)
