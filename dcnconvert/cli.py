@@ -19,11 +19,10 @@ from typing import Any
 
 import click
 
-from dcnconvert import __version__, errors, log
-from dcnconvert.cli_common import add_warning, common_options, run_command, timed
-from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
-from dcnconvert.report import CommandResult, dumps, format_matches, format_summary, match_to_dict
-from dcnconvert.schema import DEFAULT_TARGET, TARGETS, tf32_target_error
+from dcnconvert import __version__, errors
+from dcnconvert.cli_common import common_options, run_command
+from dcnconvert.report import CommandResult, dumps, format_matches, format_summary
+from dcnconvert.schema import DEFAULT_TARGET, TARGETS
 
 _MODEL_ARG = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT_ARG = click.Path(dir_okay=False, path_type=Path)
@@ -114,26 +113,9 @@ def inspect(model: Path, target: str, json_mode: bool) -> None:
     """
 
     def work() -> dict[str, Any]:
-        from dcnconvert import match, validate
+        from dcnconvert import api
 
-        proto = load_model_timed(model)
-        with timed("match"):
-            found = match.find_dcn_nodes(proto)
-            matches = []
-            for m in found:
-                d = match_to_dict(m)
-                problems = validate.problems(m, target) if m.convertible else []
-                d["problems"] = [p.to_dict() for p in problems]
-                if problems:
-                    d["convertible"] = False
-                    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-                    d["reason"] = str(problems[0]) + more
-                matches.append(d)
-        if not matches:
-            add_warning(f"no deformable convolution node found in {model}")
-        n_ok = sum(1 for m in matches if m["convertible"])
-        log.get_logger().info("%d DCN node(s), %d convertible for target '%s'", len(matches), n_ok, target)
-        return {"target": target, "matches": matches, "count": len(matches), "convertible": n_ok}
+        return api.inspect(model, target)
 
     def render(result: dict[str, Any]) -> str:
         text = format_matches(result["matches"])
@@ -164,13 +146,9 @@ def rewrite(model: Path, output: Path, target: str, require_match: bool, allow_t
     """
 
     def work() -> dict[str, Any]:
-        if allow_tf32 and not TARGETS[target].has_allow_tf32:
-            raise tf32_target_error(TARGETS[target], "--allow-tf32")
-        check_output_path(model, output)
-        new_model, payload = rewrite_in_memory(model, target, require_match, allow_tf32)
-        save_model_timed(new_model, output, like=model)
-        payload["target"] = target
-        return payload
+        from dcnconvert import api
+
+        return api.rewrite(model, output, target=target, require_match=require_match, allow_tf32=allow_tf32)
 
     run_command("rewrite", json_mode, work, render=format_summary, inputs={"model": str(model)})
 
@@ -188,14 +166,9 @@ def reference(model: Path, output: Path, json_mode: bool) -> None:
     """
 
     def work() -> dict[str, Any]:
-        from dcnconvert import standard
+        from dcnconvert import api
 
-        check_output_path(model, output)
-        proto = load_model_timed(model)
-        with timed("convert", "Converting DCN nodes to standard ONNX DeformConv"):
-            std = standard.to_standard_model(proto)
-        save_model_timed(std, output, like=model)
-        return {}
+        return api.reference(model, output)
 
     run_command("reference", json_mode, work, render=format_summary, inputs={"model": str(model)})
 

@@ -23,10 +23,11 @@ context, not passed to the function) and ``--json`` (passed as ``json_mode``).
 object on stdout with ``--json`` (or ``render(result)`` without it) and exits with the error's exit
 code. Unexpected exceptions are bugs: their traceback is always printed, and the exit code is 1.
 
-Inside ``fn``: :func:`timed` records a step's seconds in ``timings``; warnings logged on the
-``dcnconvert`` (or Polygraphy) logger are collected into ``warnings``; :func:`add_output` /
-:func:`add_input` record files; :func:`attach_payload` puts data (e.g. per-output errors of a failed
-verification) into the JSON object of a command that fails.
+Inside ``fn`` the result is being recorded (:mod:`dcnconvert.recording`, re-exported here):
+:func:`timed` records a step's seconds in ``timings``; warnings logged on the ``dcnconvert`` (or
+Polygraphy) logger are collected into ``warnings``; :func:`add_output` / :func:`add_input` record
+files; :func:`attach_payload` puts data (e.g. per-output errors of a failed verification) into the
+JSON object of a command that fails.
 
 The model steps the commands share (load, rewrite, save, output path checks) are in
 :mod:`dcnconvert.cli_steps`.
@@ -35,11 +36,8 @@ The model steps the commands share (load, rewrite, save, output path checks) are
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import logging
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -47,7 +45,16 @@ from typing import Any
 import click
 
 from dcnconvert import errors, log
-from dcnconvert.report import CommandResult, dumps
+from dcnconvert.recording import (
+    add_input,
+    add_output,
+    add_warning,
+    attach_payload,
+    current_result,
+    recording,
+    timed,
+)
+from dcnconvert.report import dumps
 
 __all__ = [
     "add_input",
@@ -64,11 +71,6 @@ __all__ = [
 _META_VERBOSE = "dcnconvert.verbose"
 _META_QUIET = "dcnconvert.quiet"
 _META_JSON = "dcnconvert.json"
-
-_CURRENT: contextvars.ContextVar[CommandResult | None] = contextvars.ContextVar(
-    "dcnconvert_current_result", default=None
-)
-
 
 def _store(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
@@ -107,55 +109,6 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def current_result() -> CommandResult | None:
-    """The :class:`CommandResult` of the command running now (``None`` outside :func:`run_command`)."""
-    return _CURRENT.get()
-
-
-@contextlib.contextmanager
-def timed(step: str, message: str | None = None) -> Iterator[None]:
-    """Time a step: its seconds go into ``timings[step]`` of the running command.
-
-    Args:
-        step: key in ``timings`` (repeated steps add up).
-        message: if given, logged at INFO before (``message...``) and, for steps of a second or
-            more, after (``message: done in 1.23 s``).
-    """
-    result = _CURRENT.get()
-    with log.Timer(result.timings if result is not None else None).step(step, message):
-        yield
-
-
-def add_input(role: str, value: Any) -> None:
-    """Record an input (``role`` -> path or description) in the running command's result."""
-    result = _CURRENT.get()
-    if result is not None:
-        result.inputs[role] = value
-
-
-def add_output(role: str, path: Any) -> None:
-    """Record a file written by the running command (call it after the file is in place)."""
-    result = _CURRENT.get()
-    if result is not None:
-        result.outputs[role] = path
-
-
-def add_warning(message: str) -> None:
-    """Log a warning on stderr and record it in the running command's ``warnings``."""
-    log.get_logger().warning("%s", message)
-
-
-def attach_payload(error: errors.DcnConvertError, payload: Mapping[str, Any]) -> errors.DcnConvertError:
-    """Attach data to an error so that :func:`run_command` puts it into the JSON object.
-
-    Example: ``raise attach_payload(AccuracyError("output 'y' differs", hint=...), {"comparison": rows})``.
-    """
-    existing = dict(getattr(error, "payload", None) or {})
-    existing.update(payload)
-    error.payload = existing  # type: ignore[attr-defined]
-    return error
-
-
 def error_lines(error: BaseException) -> list[str]:
     """The ``error: ...`` / ``hint: ...`` lines printed for an error."""
     lines = [f"error: {error}"]
@@ -163,16 +116,6 @@ def error_lines(error: BaseException) -> list[str]:
     if hint:
         lines.append(f"hint: {hint}")
     return lines
-
-
-class _WarningCollector(logging.Handler):
-    def __init__(self, result: CommandResult):
-        super().__init__(level=logging.WARNING)
-        self.result = result
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno == logging.WARNING:
-            self.result.add_warning(record.getMessage())
 
 
 @contextlib.contextmanager
@@ -232,15 +175,8 @@ def run_command(
     log.setup_logging(int(meta.get(_META_VERBOSE, 0) or 0), int(meta.get(_META_QUIET, 0) or 0))
     logger = log.get_logger()
 
-    result = CommandResult(command=name, inputs=dict(inputs or {}))
-    token = _CURRENT.set(result)
-    collector = _WarningCollector(result)
-    watched = [logging.getLogger(log.LOGGER_NAME), logging.getLogger("Polygraphy")]
-    for lg in watched:
-        lg.addHandler(collector)
     real_stdout = sys.stdout
-    start = time.perf_counter()
-    try:
+    with recording(name, inputs) as result:
         try:
             with _stdout_to_stderr(real_stdout):
                 payload = fn()
@@ -275,11 +211,6 @@ def run_command(
                                   "exit_code": errors.EXIT_ERROR})
             _echo_err(traceback.format_exc().rstrip())
             _echo_err(f"error: internal error: {type(exc).__name__}: {exc}")
-    finally:
-        for lg in watched:
-            lg.removeHandler(collector)
-        _CURRENT.reset(token)
-    result.timings["total"] = time.perf_counter() - start
     obj = result.to_dict()
 
     if json_mode:

@@ -8,8 +8,8 @@ command; ``convert`` still writes the rewritten model next to the engine path (`
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,11 @@ import click
 
 from dcnconvert import errors, log
 from dcnconvert.cli_common import (
-    add_input,
-    add_output,
-    add_warning,
-    attach_payload,
     common_options,
     run_command,
 )
-from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 from dcnconvert.report import format_summary
-from dcnconvert.schema import ATTR_ALLOW_TF32, DEFAULT_TARGET, TARGETS
+from dcnconvert.schema import DEFAULT_TARGET, TARGETS
 
 _MODEL_ARG = click.Path(exists=True, dir_okay=False, path_type=Path)
 _OUT_ARG = click.Path(dir_okay=False, path_type=Path)
@@ -93,20 +88,6 @@ def _make_build_options(kw: dict[str, Any]) -> Any:
         target=kw["target"], plugin_lib=kw["plugin_lib"], progress=not kw["no_progress"])
 
 
-def _plugin_tf32(options: Any) -> bool:
-    """Whether --tf32 also writes ``allow_tf32 = 1`` on the plugin nodes: yes where the target's plugin
-    has the field; for one without it (trt-builtin) the builder flag alone applies, with a warning."""
-    if not options.tf32:
-        return False
-    target = TARGETS[options.target]
-    if target.has_allow_tf32:
-        return True
-    add_warning(f"--tf32 with --target {target.name}: TensorRT's built-in ModulatedDeformConv2d has no "
-                f"{ATTR_ALLOW_TF32} field, so TF32 applies to TensorRT's own layers only; use --target "
-                f"{DEFAULT_TARGET} for TF32 in the DCN layers too")
-    return False
-
-
 def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--print-commands", is_flag=True,
@@ -131,39 +112,10 @@ def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def _make_verify_options(kw: dict[str, Any], precision: str, shapes: tuple[str, ...] = ()) -> Any:
     from dcnconvert.verify import VerifyOptions
 
-    if kw["inputs_file"] is not None:
-        add_input("inputs_file", str(kw["inputs_file"]))  # the JSON object names every file read
     return VerifyOptions(precision=precision, atol=kw["atol"], rtol=kw["rtol"], inputs=kw["inputs_file"],
                          save_inputs=kw["save_inputs"], save_outputs=kw["save_outputs"], seed=kw["seed"],
                          shapes=tuple(shapes), target=kw["target"], plugin_lib=kw["plugin_lib"],
                          print_commands=kw["print_commands"])
-
-
-def _check_save_paths(model: Path, others: dict[str, Path], kw: dict[str, Any]) -> None:
-    """--save-inputs/--save-outputs: not the input model, one of ``others`` (what -> path) or each other.
-
-    Raises:
-        UsageError: a save path names a file the command reads or writes otherwise.
-    """
-    given = {"--" + key.replace("_", "-"): kw[key] for key in ("save_inputs", "save_outputs")
-             if kw.get(key) is not None}
-    for option, path in given.items():
-        check_output_path(model, path, option)
-        taken = dict(others, **{f"the {o} file": p for o, p in given.items() if o != option})
-        for what, other in taken.items():
-            if os.path.realpath(other) == os.path.realpath(path):
-                raise errors.UsageError(f"{option} {path} is also {what}",
-                                        hint="give every file its own path")
-
-
-def _check_timing_cache(model: Path, engine: Path, cache: Path | None) -> None:
-    """The timing cache is written after the build: its folder must exist before minutes are spent."""
-    if cache is None:
-        return
-    check_output_path(model, cache, "--timing-cache")
-    if os.path.realpath(cache) == os.path.realpath(engine):
-        raise errors.UsageError(f"--timing-cache {cache} is also the engine (-o)",
-                                hint="give the timing cache its own path")
 
 
 def _render_build(result: dict[str, Any]) -> str:
@@ -186,21 +138,20 @@ def _verification_text(result: dict[str, Any]) -> str:
     return text
 
 
-def _run_verify(engine: Path, proto: Any, model: Path, vopts: Any, env: Any,
-                json_mode: bool) -> dict[str, Any]:
-    from dcnconvert import verify
-
+@contextlib.contextmanager
+def _rows_on_mismatch(json_mode: bool) -> Iterator[None]:
+    """Without --json, a failed verification's table goes to stderr before the error."""
     try:
-        payload = verify.verify_engine(engine, proto, model, vopts, env=env)
+        yield
     except errors.AccuracyError as exc:
-        payload = getattr(exc, "payload", {}) or {}
         if not json_mode:
+            from dcnconvert import verify
+
+            payload = getattr(exc, "payload", {}) or {}
             tol = payload.get("tolerances") or {}
             click.echo(verify.format_rows(payload.get("comparison") or [], tol.get("atol", 0.0),
                                           tol.get("rtol", 0.0)), err=True)
         raise
-    payload["print_commands"] = bool(vopts.print_commands)
-    return payload
 
 
 def register(group: click.Group) -> None:
@@ -215,16 +166,9 @@ def register(group: click.Group) -> None:
         """Build a TensorRT engine from MODEL (original or rewritten; DCN nodes are rewritten in memory)."""
 
         def work() -> dict[str, Any]:
-            from dcnconvert import build as build_mod
+            from dcnconvert import api
 
-            options = _make_build_options(kw)
-            options.validate()
-            check_output_path(model, output)
-            _check_timing_cache(model, output, options.timing_cache)
-            env = build_mod.check_environment(options)
-            proto, payload = rewrite_in_memory(model, options.target, False, _plugin_tf32(options))
-            payload.update(build_mod.build_engine(proto, output, options, env=env))
-            return payload
+            return api.build(model, output, _make_build_options(kw))
 
         run_command("build", json_mode, work, render=_render_build, inputs={"model": str(model)})
 
@@ -246,44 +190,12 @@ def register(group: click.Group) -> None:
         """
 
         def work() -> dict[str, Any]:
-            from dcnconvert import build as build_mod
+            from dcnconvert import api
 
             options = _make_build_options(kw)
-            options.validate()
-            if do_verify and options.io_precision == "bf16":  # known before a build is spent on it
-                raise errors.UsageError("--verify cannot feed an engine with --io-precision bf16 "
-                                        "(NumPy has no bfloat16)",
-                                        hint="verify with --io-precision fp32 (the default) or fp16")
-            onnx_out = output.with_suffix(".onnx")
-            if onnx_out == output:
-                raise errors.UsageError(
-                    f"-o {output} names an ONNX file; convert writes an engine and puts the rewritten model "
-                    "next to it",
-                    hint="use -o model.engine (writes model.onnx too), or 'dcnconvert rewrite' for the "
-                    "ONNX alone")
-            check_output_path(model, output)
-            _check_timing_cache(model, output, options.timing_cache)
-            check_output_path(model, onnx_out)
-            _check_save_paths(model, {"the engine (-o)": output, "the rewritten model": onnx_out}, kw)
-            proto, payload = rewrite_in_memory(model, options.target, False, _plugin_tf32(options))
-            save_model_timed(proto, onnx_out, role="onnx", like=model)  # keeps an external-data layout
-            try:
-                env = build_mod.check_environment(options)
-            except errors.MissingDependencyError as exc:
-                exc.message = (f"{exc.message}; the rewritten model was written to {onnx_out}, "
-                               "the engine was not built")
-                attach_payload(exc, payload)
-                raise
-            payload.update(build_mod.build_engine(proto, output, options, env=env))
-            add_output("engine", str(output))
-            if do_verify:
-                vopts = _make_verify_options(kw, options.precision, options.shapes)
-                try:
-                    payload.update(_run_verify(output, proto, model, vopts, env, json_mode))
-                except errors.AccuracyError as exc:
-                    attach_payload(exc, payload)
-                    raise
-            return payload
+            vopts = _make_verify_options(kw, options.precision, options.shapes) if do_verify else None
+            with _rows_on_mismatch(json_mode):
+                return api.convert(model, output, options, vopts)
 
         run_command("convert", json_mode, work, render=_render_build, inputs={"model": str(model)})
 
@@ -308,17 +220,10 @@ def register(group: click.Group) -> None:
         """
 
         def work() -> dict[str, Any]:
-            from dcnconvert import build as build_mod
-            from dcnconvert import verify as verify_mod
+            from dcnconvert import api
 
-            vopts = _make_verify_options(kw, precision, shapes)
-            verify_mod.tolerances(precision, vopts.atol, vopts.rtol)
-            _check_save_paths(model, {"the engine to verify": engine}, kw)
-            needs = build_mod.BuildOptions(target=vopts.target, plugin_lib=vopts.plugin_lib)
-            env = build_mod.check_environment(needs)
-            proto = load_model_timed(model)
-            payload = _run_verify(engine, proto, model, vopts, env, json_mode)
-            return payload
+            with _rows_on_mismatch(json_mode):
+                return api.verify(engine, model, _make_verify_options(kw, precision, shapes))
 
         run_command("verify", json_mode, work, render=_verification_text,
                     inputs={"engine": str(engine), "model": str(model)})

@@ -1,7 +1,8 @@
 """Model steps shared by the dcnconvert commands (``cli.py`` and ``cli_engine.py``).
 
-Each step runs inside :func:`dcnconvert.cli_common.run_command`: it is timed (``timings``), logs an
-INFO line, and records the files it reads or writes in the running command's result.
+Each step runs inside a recording (:mod:`dcnconvert.recording`: the CLI's or the API's): it is
+timed (``timings``), logs an INFO line, and records the files it reads or writes in the running
+command's result.
 :func:`check_output_path` refuses to overwrite the input; :func:`load_model_timed` /
 :func:`save_model_timed` wrap :mod:`dcnconvert.onnx_io` (an output keeps its input's external
 data layout); :func:`rewrite_in_memory` loads and rewrites a model and returns the rewrite report.
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from dcnconvert import errors, log
-from dcnconvert.cli_common import add_output, add_warning, timed
+from dcnconvert.recording import add_output, add_warning, timed
 from dcnconvert.report import rewrite_report_to_dict
 
 __all__ = ["check_output_path", "load_model_timed", "rewrite_in_memory", "save_model_timed"]
@@ -90,22 +91,27 @@ def save_model_timed(proto: Any, output: Path, role: str = "onnx", *, like: Path
         add_output(f"{role}_data", str(extra))
 
 
-def rewrite_in_memory(model_path: Path, target: str, require_match: bool,
+def rewrite_in_memory(model_path: Path | Any, target: str, require_match: bool,
                       allow_tf32: bool = False) -> tuple[Any, dict[str, Any]]:
-    """Load ``model_path`` and rewrite it for ``target``; returns ``(model, payload)``.
+    """Load ``model_path`` (or take an ``onnx.ModelProto``) and rewrite it for ``target``; returns
+    ``(model, payload)``.
 
     The payload is ``{"rewrite": RewriteReport.to_dict()}``. A model without DCN nodes gives a
-    warning (``NoMatchError`` with ``require_match``). The loaded model is rewritten in place (it
-    is ours), so a large model is held in memory once. ``allow_tf32`` writes the plugin attribute
-    ``allow_tf32 = 1`` on every DCN node (see :func:`dcnconvert.rewrite.rewrite_model`).
+    warning (``NoMatchError`` with ``require_match``). A model loaded here is rewritten in place (it
+    is ours), so a large model is held in memory once; a given ModelProto is copied, never changed.
+    ``allow_tf32`` writes the plugin attribute ``allow_tf32 = 1`` on every DCN node (see
+    :func:`dcnconvert.rewrite.rewrite_model`).
     """
+    import onnx
+
     from dcnconvert import rewrite as rewrite_mod
 
-    proto = load_model_timed(model_path)
+    given = isinstance(model_path, onnx.ModelProto)
+    proto = model_path if given else load_model_timed(model_path)
     tf32 = " (allow_tf32 = 1)" if allow_tf32 else ""
     with timed("rewrite", f"Rewriting DCN nodes for target '{target}'{tf32}"):
-        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match, inplace=True,
-                                                   allow_tf32=allow_tf32)
+        new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match,
+                                                   inplace=not given, allow_tf32=allow_tf32)
     info = rewrite_report_to_dict(rep)
     for text in info["warnings"]:
         add_warning(text)
@@ -113,7 +119,7 @@ def rewrite_in_memory(model_path: Path, target: str, require_match: bool,
     if not known:
         if require_match:  # rewrite_model raises already; kept for other implementations
             raise errors.NoMatchError(
-                f"no deformable convolution node found in {model_path}",
+                f"no deformable convolution node found in {'the model' if given else model_path}",
                 hint="check the model with 'dcnconvert inspect'; drop --require-match to accept it",
             )
         log.get_logger().info("no DCN node: the model is written unchanged")
