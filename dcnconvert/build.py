@@ -21,16 +21,14 @@ the ONNX graph is cast and the network is strongly typed).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dcnconvert import schema, shapes
-from dcnconvert.errors import OutputError, UsageError
+from dcnconvert import onnx_io, schema, shapes
+from dcnconvert.errors import UsageError
 from dcnconvert.log import Timer
 
 LOG = logging.getLogger("dcnconvert.build")
@@ -121,31 +119,6 @@ def resolve_precision_path(precision: str, requested: str, api: Any, io_precisio
     if requested == "graph-cast" or not api.precision_flags or io_precision not in (None, "fp32"):
         return "graph-cast"
     return "builder-flag"
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
-
-    Raises:
-        OutputError: the folder does not exist or cannot be written.
-    """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OutputError(f"the folder of {path} does not exist", hint=f"create it first: mkdir -p {folder}")
-    tmp = folder / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}",
-                          hint="check the folder's permissions") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def check_environment(options: BuildOptions, trt_adapter: Any = None) -> tuple[Any, Any, Path | None]:
@@ -251,7 +224,6 @@ def build_engine(
     Raises:
         UsageError, MissingDependencyError, PluginLoadError, BuildError, OutputError.
     """
-    from dcnconvert import onnx_io
 
     if trt_adapter is None:
         from dcnconvert import trt_adapter
@@ -279,7 +251,7 @@ def build_engine(
                 builder_optimization_level=options.builder_optimization_level,
                 timing_cache=options.timing_cache, progress=options.progress)
     with timer.step("save", f"Writing {output}"):
-        write_bytes_atomic(output, data)
+        onnx_io.write_atomic(output, [data])
     outputs: dict[str, Any] = {"engine": str(output)}
     if options.timing_cache is not None and Path(options.timing_cache).is_file():
         outputs["timing_cache"] = str(options.timing_cache)
@@ -309,5 +281,4 @@ __all__ = [
     "parse_size",
     "prepare_model",
     "resolve_precision_path",
-    "write_bytes_atomic",
 ]

@@ -47,7 +47,8 @@ from dcnconvert.fp16_convert import (
     to_bf16_clamped,
     to_fp16_clamped,
 )
-from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, CastReport, homes, opset, plan_model
+from dcnconvert.fp16_plan import FLOAT, KEEP_FP32_OPS, CastReport, homes, plan_model
+from dcnconvert.opsets import opset_version, raise_default_opset
 
 __all__ = [
     "KEEP_FP32_OPS",
@@ -99,16 +100,15 @@ def cast_model(
     io_type = _IO_TYPES[io_precision or "fp32"]
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    opset_before = opset(out, "") or 0
+    opset_before = opset_version(out) or 0
     if low == TensorProto.BFLOAT16 and opset_before < BF16_CAST_OPSET:
-        from dcnconvert.standard import raise_default_opset
 
-        out = raise_default_opset(out, BF16_CAST_OPSET)  # Cast to/from bfloat16 needs opset 13
+        out = raise_default_opset(out, BF16_CAST_OPSET, "a Cast to bfloat16")  # needs opset 13
     graph = out.graph
     plan = plan_model(out, low, keep_fp32_ops, keep_fp32_nodes)
     report = CastReport(precision, io_precision or "fp32", low_nodes=len(plan.low_index), kept_fp32=plan.kept,
                         plugin_nodes=sum(1 for n in graph.node if schema.is_plugin_node(n)),
-                        opset=[opset_before, opset(out, "") or 0])
+                        opset=[opset_before, opset_version(out) or 0])
 
     initializer_names = {i.name for i in graph.initializer}
     home, graph_outputs = homes(graph, plan, io_type)

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 
 from dcnconvert import schema
 from dcnconvert.errors import UnsupportedNodeError
+from dcnconvert.opsets import opset_version
 
 FLOAT = TensorProto.FLOAT
 TYPE_STR = {FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
@@ -65,16 +66,8 @@ class CastReport:
 _SHAPE_SOURCES = ("Shape", "Size")
 
 
-def opset(model: onnx.ModelProto, domain: str) -> int | None:
-    """The model's opset version of ``domain`` (``""`` and ``"ai.onnx"`` alike), or None."""
-    for imp in model.opset_import:
-        if imp.domain == domain or (domain == "" and imp.domain == "ai.onnx"):
-            return int(imp.version)
-    return None
-
-
 def _schema(node: onnx.NodeProto, model: onnx.ModelProto):
-    version = opset(model, node.domain)
+    version = opset_version(model, node.domain)
     if version is None:
         return None
     try:
@@ -224,7 +217,7 @@ class Plan:
                 needs.update({j: self.low for j in ins})
                 outs_low.extend(outs)
             else:
-                version = opset(self.model, node.domain)
+                version = opset_version(self.model, node.domain)
                 why = f"ONNX {node.op_type} at opset {version} does not accept {low_str}"
                 return self.keep(index, node, f"{why} (schema version {op_schema.since_version})")
         if any(not ins for ins, outs in groups.values() if outs) and not _output_attr(node):

@@ -16,6 +16,7 @@ import onnx
 
 from dcnconvert import forms, onnx_io
 from dcnconvert.forms import Dim, GraphInfo, ParsedDcn
+from dcnconvert.opsets import opset_version
 from dcnconvert.schema import DcnAttrs
 
 LOG = logging.getLogger("dcnconvert.match")
@@ -117,14 +118,6 @@ def _dims(type_proto: onnx.TypeProto) -> list[Dim] | None:
     return dims
 
 
-def default_opset(model: onnx.ModelProto) -> int | None:
-    """Version of the default ONNX domain imported by ``model`` (None if not imported)."""
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            return int(entry.version)
-    return None
-
-
 def infer_shapes_safely(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """ONNX shape inference on a weight-less skeleton of ``model``; None if it fails."""
     light = onnx_io.skeleton(model)
@@ -137,7 +130,7 @@ def infer_shapes_safely(model: onnx.ModelProto) -> onnx.ModelProto | None:
 
 def graph_info(model: onnx.ModelProto, inferred: onnx.ModelProto | None = None) -> GraphInfo:
     """Collect shapes, element types and producers of the main graph's tensors."""
-    info = GraphInfo(opset=default_opset(model) or 0)
+    info = GraphInfo(opset=opset_version(model) or 0)
     graph = model.graph
     value_infos = list(graph.input) + list(graph.output) + list(graph.value_info)
     if inferred is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Union
 
@@ -223,9 +223,24 @@ def save_model(
             f"the model ({size / 2**30:.1f} GiB) is too large for one ONNX file (protobuf's limit is 2 GiB)",
             hint="save it with external data (the default chooses it for models over 2 GB)",
         )
+    write_atomic(path, _inline_chunks(model) if size >= STREAM_MIN_BYTES else [model.SerializeToString()])
+    return [path]
+
+
+def write_atomic(path: PathLike, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` to ``path`` through a temporary file in the same folder, then a rename: the file
+    is there whole or not at all (models, engines, JSON files alike).
+
+    Raises:
+        OutputError: the folder does not exist or cannot be written.
+    """
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputError(f"the folder of {path} does not exist", hint=f"create it first: mkdir -p {folder}")
     tmp = _temp_path(folder, path.name)
     try:
-        _write_file(tmp, _inline_chunks(model) if size >= STREAM_MIN_BYTES else [model.SerializeToString()])
+        _write_file(tmp, chunks)
         os.replace(tmp, path)
     except OSError as exc:
         _remove_quietly(tmp)
@@ -234,7 +249,6 @@ def save_model(
     except BaseException:
         _remove_quietly(tmp)
         raise
-    return [path]
 
 
 def _write_file(path: Path, chunks) -> None:

@@ -38,7 +38,8 @@ from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
 
 from dcnconvert import model_check, onnx_io, schema
 from dcnconvert.errors import ModelError, NoMatchError, UnsupportedNodeError
-from dcnconvert.match import DcnMatch, default_opset, find_dcn_nodes, graph_info, infer_shapes_safely
+from dcnconvert.match import DcnMatch, find_dcn_nodes, graph_info, infer_shapes_safely
+from dcnconvert.opsets import opset_version
 from dcnconvert.validate import resolve_target, validate_matches
 
 LOG = logging.getLogger("dcnconvert.rewrite")
@@ -383,7 +384,7 @@ def _splice(out: onnx.ModelProto, replacements: dict[int, list[onnx.NodeProto]],
             f"{domains[schema.PLUGIN_DOMAIN].version}; kept"
         )
     helpers_added = any(n.domain == "" for new in replacements.values() for n in new)
-    if needs_default_opset and helpers_added and default_opset(out) is None:
+    if needs_default_opset and helpers_added and opset_version(out) is None:
         out.opset_import.append(helper.make_opsetid("", FALLBACK_OPSET))
         report.warnings.append(f"the model imported no default ONNX opset; added version {FALLBACK_OPSET}")
 

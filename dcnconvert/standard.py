@@ -29,7 +29,8 @@ from onnx import helper
 
 from dcnconvert import onnx_io, schema
 from dcnconvert.errors import ModelError, UnsupportedNodeError
-from dcnconvert.match import DcnMatch, default_opset
+from dcnconvert.match import DcnMatch
+from dcnconvert.opsets import opset_version, raise_default_opset
 from dcnconvert.validate import problems
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "STANDARD_OPSET",
     "is_valid_standard_deformconv",
     "plugin_model_to_standard",
-    "raise_default_opset",
     "to_standard_model",
 ]
 
@@ -46,7 +46,6 @@ STANDARD_OPSET = 19
 #: IR version that goes with opset 19.
 MIN_IR_VERSION = 9
 #: Initializers larger than this (bytes) are held aside during the opset conversion.
-_HOLD_ASIDE_BYTES = 1024
 #: Models larger than this are checked with their weights held aside (protobuf's 2 GB limit).
 _CHECKER_LIMIT_BYTES = 2**31 - 2**20
 #: The attributes of a 2-D standard ``DeformConv``: name -> (type, number of values; None for an INT).
@@ -78,7 +77,7 @@ def is_valid_standard_deformconv(match: DcnMatch, model: onnx.ModelProto) -> boo
     """
     if match.form != "onnx.DeformConv" or not match.convertible or match.attrs is None:
         return False
-    if (default_opset(model) or 0) < STANDARD_OPSET or not 0 <= match.index < len(model.graph.node):
+    if (opset_version(model) or 0) < STANDARD_OPSET or not 0 <= match.index < len(model.graph.node):
         return False
     node = model.graph.node[match.index]
     if node.op_type != "DeformConv" or node.domain not in ("", "ai.onnx") or node.name != match.node_name:
@@ -134,54 +133,6 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                 yield from _graphs(attr.g)
             for sub in attr.graphs:
                 yield from _graphs(sub)
-
-
-def _default_opset(model: onnx.ModelProto) -> int:
-    for entry in model.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            return int(entry.version)
-    return 1
-
-
-def _restore(converted: onnx.ModelProto, model: onnx.ModelProto) -> None:
-    """Give the stand-ins of a converted :func:`~dcnconvert.onnx_io.skeleton` the data of ``model``'s
-    initializers of the same name."""
-    originals = {init.name: init for init in model.graph.initializer}
-    for init in converted.graph.initializer:
-        original = originals.get(init.name)
-        if original is not None and onnx_io.is_skeleton_tensor(init):
-            init.CopyFrom(original)
-    left = [i.name for i in converted.graph.initializer
-            if onnx_io.is_skeleton_tensor(i) and i.name not in originals]
-    if left:
-        raise ModelError(
-            f"internal error: initializers {left[:5]} lost their data during the opset conversion"
-        )
-
-
-def raise_default_opset(model: onnx.ModelProto, opset: int = STANDARD_OPSET) -> onnx.ModelProto:
-    """Convert ``model`` to default-domain ``opset`` with ``onnx.version_converter`` (no-op if already there).
-
-    Custom-domain nodes pass through unchanged. Large initializers are held aside during the conversion.
-
-    Raises:
-        ModelError: the converter has no adapter for some op (the message names it).
-    """
-    from onnx import version_converter
-
-    current = _default_opset(model)
-    if current >= opset:
-        return model
-    light = onnx_io.skeleton(model, _HOLD_ASIDE_BYTES)  # large initializers held aside, not copied
-    try:
-        converted = version_converter.convert_version(light, opset)
-    except Exception as exc:  # the C++ converter raises RuntimeError/ValidationError with its text
-        raise ModelError(
-            f"cannot convert the model from opset {current} to opset {opset} (needed by DeformConv): {exc}",
-            hint=f"re-export the model at opset >= {opset}",
-        ) from exc
-    _restore(converted, model)
-    return converted
 
 
 def _initializer_dims(graph: onnx.GraphProto) -> dict[str, list[int]]:
@@ -285,7 +236,7 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
         raise ModelError(f"target opset {opset} is below {STANDARD_OPSET}, the first with DeformConv")
     if not any(schema.is_plugin_node(n) for g in _graphs(model.graph) for n in g.node):
         return copy.deepcopy(model)
-    work = raise_default_opset(model, opset)
+    work = raise_default_opset(model, opset, "DeformConv")
     if work is model:
         work = onnx.ModelProto()
         work.CopyFrom(model)

@@ -111,16 +111,16 @@ def save_inputs(path: Path, feeds: Mapping[str, np.ndarray]) -> None:
     """Save feeds as Polygraphy's inputs JSON (``--load-inputs``), atomically."""
     from collections import OrderedDict
 
-    from dcnconvert.build import write_bytes_atomic
+    from dcnconvert.onnx_io import write_atomic
 
-    write_bytes_atomic(Path(path), _to_json_text([OrderedDict(feeds)]).encode())
+    write_atomic(Path(path), [_to_json_text([OrderedDict(feeds)]).encode()])
 
 
 def save_run_results(path: Path, results: Any) -> None:
     """Save Polygraphy ``RunResults`` as JSON (``--load-outputs``), atomically."""
-    from dcnconvert.build import write_bytes_atomic
+    from dcnconvert.onnx_io import write_atomic
 
-    write_bytes_atomic(Path(path), _to_json_text(results).encode())
+    write_atomic(Path(path), [_to_json_text(results).encode()])
 
 
 def cast_feeds(

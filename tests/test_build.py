@@ -17,7 +17,7 @@ from onnx import TensorProto as TP
 
 from dcnconvert import build, evaluate, rewrite, samples, schema, trt_adapter
 from dcnconvert.build import BuildOptions
-from dcnconvert.errors import BuildError, MissingDependencyError, OutputError, UsageError
+from dcnconvert.errors import BuildError, MissingDependencyError, UsageError
 
 
 class FakeAdapter:
@@ -148,19 +148,6 @@ class TestOptions:
     def test_validate(self, kwargs, message):
         with pytest.raises(UsageError, match=message):
             BuildOptions(**kwargs).validate()
-
-
-class TestFiles:
-    def test_atomic_write(self, tmp_path):
-        path = tmp_path / "a.engine"
-        build.write_bytes_atomic(path, b"abc")
-        build.write_bytes_atomic(path, b"defg")
-        assert path.read_bytes() == b"defg"
-        assert [p.name for p in tmp_path.iterdir()] == ["a.engine"]
-
-    def test_atomic_write_missing_folder(self, tmp_path):
-        with pytest.raises(OutputError, match="does not exist"):
-            build.write_bytes_atomic(tmp_path / "no" / "a.engine", b"x")
 
 
 class TestPrepare:

@@ -9,8 +9,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from dcnconvert import match as match_mod
-from dcnconvert import samples
+from dcnconvert import opsets, samples
 from dcnconvert.match import find_dcn_nodes
 
 
@@ -132,7 +131,7 @@ class TestReporting:
         assert all(m.index == -1 for m in found)
 
     def test_default_opset(self):
-        assert match_mod.default_opset(samples.build("onnx.DeformConv", opset=22)) == 22
+        assert opsets.opset_version(samples.build("onnx.DeformConv", opset=22)) == 22
         model = samples.build("paddle-legacy.deformable_conv")
         del model.opset_import[0]
-        assert match_mod.default_opset(model) is None
+        assert opsets.opset_version(model) is None

@@ -261,3 +261,18 @@ class TestStreamedSave:
         with pytest.raises(OutputError, match="too large for one ONNX file"):
             onnx_io.save_model(_big_model(), tmp_path / "m.onnx", external_data=False)
         assert list(tmp_path.iterdir()) == []
+
+
+class TestAtomicWrite:
+    """write_atomic: the one writer of models, engines and JSON files."""
+
+    def test_atomic_write(self, tmp_path):
+        path = tmp_path / "a.engine"
+        onnx_io.write_atomic(path, [b"abc"])
+        onnx_io.write_atomic(path, [b"defg"])
+        assert path.read_bytes() == b"defg"
+        assert [p.name for p in tmp_path.iterdir()] == ["a.engine"]
+
+    def test_atomic_write_missing_folder(self, tmp_path):
+        with pytest.raises(OutputError, match="does not exist"):
+            onnx_io.write_atomic(tmp_path / "no" / "a.engine", [b"x"])

@@ -11,11 +11,11 @@ from onnx import TensorProto, helper, numpy_helper
 from dcnconvert import samples, schema
 from dcnconvert.errors import ModelError
 from dcnconvert.evaluate import BACKENDS, run_model
+from dcnconvert.opsets import raise_default_opset
 from dcnconvert.standard import (
     MIN_IR_VERSION,
     STANDARD_OPSET,
     plugin_model_to_standard,
-    raise_default_opset,
 )
 
 F = TensorProto.FLOAT
@@ -260,7 +260,7 @@ def test_model_without_plugin_nodes_is_returned_unchanged():
 
 def test_raise_default_opset_is_noop_at_or_above():
     model = legacy_opset_model(19)
-    assert raise_default_opset(model, 19) is model
+    assert raise_default_opset(model, 19, "DeformConv") is model
 
 
 def test_conversion_failure_is_a_model_error():
