@@ -3,35 +3,24 @@ attribute ``allow_tf32 = 1`` (target dcnconvert); without them the output is wha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import onnx
 import pytest
-from click.testing import CliRunner
+from cli_runner import error_lines, invoke, one_json
 from onnx import helper
 from test_build import FakeAdapter
 
 from dcnconvert import plugin_lib, samples, schema, trt_adapter
-from dcnconvert.cli import cli
 from dcnconvert.rewrite import rewrite_model
 
 HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-def one_json(stdout: str) -> dict:
-    lines = stdout.splitlines()
-    assert len(lines) == 1, stdout
-    return json.loads(lines[0])
 
 
-def error_lines(res) -> list[str]:
-    assert "Traceback" not in res.stderr, res.stderr
-    return [line for line in res.stderr.splitlines() if line.startswith("error:")]
 
 
 def tf32_values(model: onnx.ModelProto) -> list[int | None]:

@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runner import error_lines, invoke, one_json
 from conftest import trt_header_dirs
 
 from dcnconvert import plugin_build, plugin_headers, plugin_lib
-from dcnconvert.cli import cli
 from dcnconvert.errors import MissingDependencyError, UsageError
 
 FAKE_NVCC = """#!/bin/sh
@@ -66,23 +65,14 @@ printf 'ELF\000dcnconvert-plugin-build-info: tensorrt_headers=%s cuda_runtime=13
 BUILD = ("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
 
 
-def invoke(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
 
 
 def empty(folder: Path) -> bool:
     return not folder.exists() or not any(folder.iterdir())
 
 
-def one_json(stdout: str) -> dict:
-    lines = stdout.splitlines()
-    assert len(lines) == 1, stdout
-    return json.loads(lines[0])
 
 
-def error_lines(res) -> list[str]:
-    assert "Traceback" not in res.stderr, res.stderr
-    return [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
 
 
 def script(path: Path, text: str) -> Path:
