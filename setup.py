@@ -130,10 +130,12 @@ class BuildPy(build_py):
     """build_py, plus the plugin's sources and (given headers) its libraries inside the package."""
 
     def run(self) -> None:
+        package = Path(self.build_lib) / "dcnconvert"
+        if not getattr(self, "editable_mode", False):
+            shutil.rmtree(package, ignore_errors=True)  # no module left over from an earlier build
         super().run()
         if getattr(self, "editable_mode", False):
             return  # an editable install finds plugin_src/ and dcnconvert/_lib/ in the tree itself
-        package = Path(self.build_lib) / "dcnconvert"
         sources = package / "_plugin_src"
         shutil.rmtree(sources, ignore_errors=True)
         shutil.copytree(HERE / "plugin_src", sources,

@@ -14,7 +14,7 @@ import fnmatch
 import math
 from dataclasses import asdict, dataclass
 
-# DcnDataType / DcnMath codes (plugin_src/core/dcnParams.h; same values as dcnconvert._core_ctypes).
+# DcnDataType / DcnMath codes (plugin_src/core/dcnParams.h; same values as support.core).
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 MATH_ACCURATE, MATH_TF32 = 0, 1
 

@@ -25,12 +25,10 @@ def main() -> int:
     import cupy
 
     cupy.cuda.set_allocator(None)
+    from support import core, core_fused
     from test_core_gpu import CASES, ensure_core_built, inputs_refs, run_core
     from test_core_gpu_fused import FUSED_CASES
     from test_core_gpu_split import SPLIT_CASES
-
-    from dcnconvert import _core_ctypes as core
-    from dcnconvert import _core_fused as core_fused
 
     ap = argparse.ArgumentParser()
     ap.add_argument("tile", type=int)

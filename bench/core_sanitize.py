@@ -21,10 +21,9 @@ import cupy
 
 cupy.cuda.set_allocator(None)  # exact-size allocations: no pool hiding out-of-bounds accesses
 
+from support import core, core_fused
 from test_core_gpu import CASES, DTYPES, check_close, ensure_core_built, expect_fused, inputs_refs, run_core
 
-from dcnconvert import _core_ctypes as core
-from dcnconvert import _core_fused as core_fused
 from dcnconvert.errors import UnsupportedNodeError
 
 # Small cases covering: 1x1 spatial, groups/deformable groups, non-square everything, 5x5, 1x3,

@@ -20,9 +20,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from cuda_timing import median_us
+from support import core
 from test_core_gpu import ensure_core_built
-
-from dcnconvert import _core_ctypes as core
 
 SHAPES = {  # name: (n, c, h, w, cout)
     "R50-c4 1x256@50x84": (1, 256, 50, 84, 256),

@@ -38,11 +38,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))  # tests/support: the core binding
 
 import bench_shapes as bs
 import dcn_bench_report as report
-
-from dcnconvert import _core_ctypes as core
+from support import core
 
 DEFAULT_BASELINE = REPO / "build" / "libdcn_baseline.so"
 BUDGETS = {  # seconds of timed replays per measurement, replay count bounds, warm-up replays

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import bench_shapes as bs
 from bench_shapes import Precision, Shape
+from support import core
 
-from dcnconvert import _core_ctypes as core
 from dcnconvert.errors import UnsupportedNodeError
 
 OFFSET_STD = 2.0
@@ -151,7 +151,7 @@ def params_for(shape: Shape, prec: Precision, algo: int) -> core.DcnParams:
 
 
 def core_impl(lib: ctypes.CDLL, shape: Shape, prec: Precision, algo: int) -> Callable[[dict], None]:
-    """Our core library (fused, fused tile i or simple) through dcnconvert._core_ctypes.forward."""
+    """Our core library (fused, fused tile i or simple) through support.core.forward."""
     import cupy
 
     p = params_for(shape, prec, algo)

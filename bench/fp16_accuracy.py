@@ -2,7 +2,7 @@
 
 Problem: x 1x32x512x512 ~ N(0, 1), weight 32x32x3x3 ~ N(0, 1/288), 3x3, stride 1, pad 1, one
 deformable group, offsets ~ N(0, 2^2) (std 2), mask ~ U(0, 1), no bias. The "true" inputs are float64;
-the reference is dcnconvert.reference (float64) on them. For each reduced dtype:
+the reference is support.reference (float64) on them. For each reduced dtype:
 
 * floor   = error of exact float64 math on the inputs rounded to the dtype (input rounding alone);
 * ours    = error of our core on those rounded inputs (output in the dtype);
@@ -29,10 +29,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from cuda_timing import median_us
+from support import core
+from support.reference import modulated_deform_conv2d
 from test_core_gpu import ensure_core_built, from_device, round_to, to_device
-
-from dcnconvert import _core_ctypes as core
-from dcnconvert.reference import modulated_deform_conv2d
 
 N, C, H, W, COUT, K = 1, 32, 512, 512, 32, 3
 DTYPES = {"float32": core.FLOAT32, "float16": core.FLOAT16, "bfloat16": core.BFLOAT16}

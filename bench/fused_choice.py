@@ -16,11 +16,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))  # tests/support: the core binding
 
 from bench_shapes import PRECISIONS, SHAPES, Shape  # noqa: E402
-
-from dcnconvert import _core_ctypes as core  # noqa: E402
-from dcnconvert import _core_fused as core_fused  # noqa: E402
+from support import (
+    core,  # noqa: E402
+    core_fused,  # noqa: E402
+)
 
 
 def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int], lib) -> str:

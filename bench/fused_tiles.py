@@ -22,10 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from support import (
+    core,  # noqa: E402
+    core_fused,  # noqa: E402
+)
 from test_core_gpu import ensure_core_built  # noqa: E402
-
-from dcnconvert import _core_ctypes as core  # noqa: E402
-from dcnconvert import _core_fused as core_fused  # noqa: E402
 
 # name: (n, c, h, w, cout, stride)
 SHAPES = {

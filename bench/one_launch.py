@@ -18,8 +18,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fused_tiles import PRECISIONS, SHAPES  # noqa: E402
-
-from dcnconvert import _core_ctypes as core  # noqa: E402
+from support import core  # noqa: E402
 
 
 def main() -> int:

@@ -111,7 +111,7 @@ def run_rewrite(model: Path, out: Path, extra: list[str]) -> dict:
 
 def baseline_import_time() -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import dcnconvert.cli, onnx, onnx_graphsurgeon"], check=True)
+    subprocess.run([sys.executable, "-c", "import dcnconvert.cli.main, onnx, onnx_graphsurgeon"], check=True)
     return time.perf_counter() - start
 
 

@@ -1,4 +1,4 @@
-from dcnconvert.cli import main
+from dcnconvert.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -6,7 +6,7 @@ the command's own keys). Errors are raised, never printed: the :class:`~dcnconve
 tree, whose ``exit_code`` is the command's, with the partial result as ``error.result``. A model is
 never modified: a given ``ModelProto`` is copied before it is rewritten.
 
-The click commands (:mod:`dcnconvert.cli`, :mod:`dcnconvert.cli_engine`) are a layer over these
+The click commands (:mod:`dcnconvert.cli.main`, :mod:`dcnconvert.cli.engine`) are a layer over these
 functions; called while a command runs, a function's result joins that command's result.
 
 >>> from dcnconvert import api
@@ -24,10 +24,11 @@ from typing import Any, Union
 
 import onnx
 
-from dcnconvert import errors, log, model_check, schema
-from dcnconvert.cli_steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
+from dcnconvert import errors, log, schema
+from dcnconvert.model import check as model_check
 from dcnconvert.recording import add_input, add_output, add_warning, attach_payload, current_result, recording
 from dcnconvert.report import match_to_dict
+from dcnconvert.steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 
 __all__ = ["Result", "build", "convert", "inspect", "reference", "rewrite", "verify"]
 
@@ -68,7 +69,7 @@ def _describe(model: ModelLike) -> str:
 
 
 def _checked(model: ModelLike) -> ModelLike:
-    """A given model gets the check a loaded one gets (:func:`dcnconvert.model_check.check_model`:
+    """A given model gets the check a loaded one gets (:func:`dcnconvert.model.check.check_model`:
     errors and warnings); a path is checked when it is loaded."""
     if isinstance(model, onnx.ModelProto):
         model_check.check_model(model)
@@ -99,7 +100,8 @@ def inspect(model: ModelLike, target: str = schema.DEFAULT_TARGET) -> Result:
     why not), ``count``, ``convertible``, ``target``."""
 
     def work() -> tuple[dict[str, Any], None]:
-        from dcnconvert import match, validate
+        from dcnconvert.match import finder as match
+        from dcnconvert.match import validate
         from dcnconvert.recording import timed
 
         proto = _load(model)
@@ -153,8 +155,8 @@ def reference(model: ModelLike, output: str | os.PathLike[str] | None = None) ->
     ONNX Runtime runs as ground truth; saved to ``output`` or returned as ``result.model``."""
 
     def work() -> tuple[dict[str, Any], onnx.ModelProto]:
-        from dcnconvert import standard
         from dcnconvert.recording import timed
+        from dcnconvert.transform import standard
 
         if output is not None:
             _check_output(model, Path(output))
@@ -212,13 +214,14 @@ def plugin_tf32(options: Any) -> bool:
 
 def build(model: ModelLike, output: str | os.PathLike[str], options: Any = None) -> Result:
     """A TensorRT engine from ``model`` (original or rewritten: DCN nodes are rewritten in memory),
-    written to ``output``. ``options`` is a :class:`dcnconvert.build.BuildOptions` (default: FP32).
+    written to ``output``. ``options`` is a :class:`dcnconvert.backend.trt.engine.BuildOptions`
+    (default: FP32).
 
     Raises:
         MissingDependencyError, PluginLoadError: no TensorRT, GPU or plugin library (exit code 4).
         UsageError, BuildError, ValidationError, UnsupportedNodeError.
     """
-    from dcnconvert import build as build_mod
+    from dcnconvert.backend.trt import engine as build_mod
 
     options = options or build_mod.BuildOptions()
     engine = Path(output)
@@ -239,13 +242,13 @@ def convert(model: ModelLike, output: str | os.PathLike[str], options: Any = Non
             verify_options: Any = None) -> Result:
     """``rewrite`` + ``build``: the rewritten model goes next to the engine (``output`` with suffix
     ``.onnx``) first, then the engine is built; with ``verify_options`` (a
-    :class:`dcnconvert.verify.VerifyOptions`) it is then verified against ONNX Runtime.
+    :class:`dcnconvert.verification.runner.VerifyOptions`) it is then verified against ONNX Runtime.
 
     Raises:
         as :func:`build`; AccuracyError (exit code 3) when the verification fails. Without TensorRT
         the rewritten model is still written (MissingDependencyError, exit code 4).
     """
-    from dcnconvert import build as build_mod
+    from dcnconvert.backend.trt import engine as build_mod
 
     options = options or build_mod.BuildOptions()
     engine = Path(output)
@@ -291,7 +294,7 @@ def convert(model: ModelLike, output: str | os.PathLike[str], options: Any = Non
 
 def _verify_payload(engine: Path, proto: onnx.ModelProto, model: ModelLike, vopts: Any,
                     env: Any) -> dict[str, Any]:
-    from dcnconvert import verify as verify_mod
+    from dcnconvert.verification import runner as verify_mod
 
     if vopts.inputs is not None:
         add_input("inputs_file", str(vopts.inputs))  # the JSON object names every file read
@@ -304,14 +307,14 @@ def _verify_payload(engine: Path, proto: onnx.ModelProto, model: ModelLike, vopt
 def verify(engine: str | os.PathLike[str], model: ModelLike, options: Any = None) -> Result:
     """Run ``engine`` and the original ``model``'s reference (ONNX Runtime) on the same inputs and
     compare: ``comparison`` rows, ``tolerances``, ``passed``, ``commands``. ``options`` is a
-    :class:`dcnconvert.verify.VerifyOptions`; give it the engine's precision.
+    :class:`dcnconvert.verification.runner.VerifyOptions`; give it the engine's precision.
 
     Raises:
         AccuracyError: an output differs beyond tolerance (exit code 3; the rows are in ``error.result``).
         MissingDependencyError, PluginLoadError, BuildError, UsageError, ModelError.
     """
-    from dcnconvert import build as build_mod
-    from dcnconvert import verify as verify_mod
+    from dcnconvert.backend.trt import engine as build_mod
+    from dcnconvert.verification import runner as verify_mod
 
     vopts = options or verify_mod.VerifyOptions()
     engine_path = Path(engine)

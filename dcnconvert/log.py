@@ -48,7 +48,7 @@ def get_logger(name: str | None = None) -> logging.Logger:
     """Return the package logger or one of its children.
 
     Args:
-        name: a module name such as ``"dcnconvert.rewrite"`` or a suffix such as ``"rewrite"``.
+        name: a module name such as ``"dcnconvert.transform.plugin"`` or a suffix such as ``"plugin"``.
     """
     if not name or name == LOGGER_NAME:
         return logging.getLogger(LOGGER_NAME)

@@ -4,7 +4,7 @@ One :class:`~dcnconvert.report.CommandResult` is current while a command's work 
 (:func:`recording`): :func:`timed` adds a step's seconds to its ``timings``, :func:`add_input` /
 :func:`add_output` record files, warnings logged on the ``dcnconvert`` or Polygraphy logger go into
 its ``warnings`` (:func:`add_warning` logs one), and :func:`attach_payload` puts data into the result
-of a command that fails. Outside a recording these calls only log. ``dcnconvert.cli_common.run_command``
+of a command that fails. Outside a recording these calls only log. ``dcnconvert.cli.common.run_command``
 and :mod:`dcnconvert.api` open the recording; the work itself does not know which.
 """
 

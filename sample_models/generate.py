@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the bundled sample models bit-for-bit (``make samples``).
 
-One small model per DCN source form (built by :func:`dcnconvert.samples.build`) plus
+One small model per DCN source form (built by :func:`support.samples.build`) plus
 ``dcn_resnet_block.onnx``, a multi-layer network in the shape mmcv/mmdeploy export a ResNet block
 with ``dcn=dict(type='DCNv2')``. Everything is seeded; producer fields are fixed; no timestamps.
 The README's table is written from the same list, so it never drifts from the files.
@@ -19,11 +19,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # run from a checkout without installing
+sys.path.insert(0, str(HERE.parent / "tests"))  # the sample builders (tests/support/samples.py)
 
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-
-from dcnconvert import samples
+from support import samples
 
 PRODUCER_NAME = "dcnconvert sample_models/generate.py"
 PRODUCER_VERSION = "1"
@@ -326,7 +326,7 @@ temporary folder and compares bytes. Do not edit them or this file by hand: chan
 and run `make samples`.
 
 Weights are random (seeded). The single-node models take the offsets and masks as graph inputs;
-`dcnconvert.samples.input_feeds(model, seed)` makes suitable random inputs (offsets ~ N(0, 2), so
+`input_feeds(model, seed)` of `tests/support/samples.py` makes suitable random inputs (offsets ~ N(0, 2), so
 some samples fall outside the image). Their sizes are n=1, c=8, 12x12, 8 output channels, 3x3 kernel,
 stride/padding/dilation 1 unless the notes say otherwise; "dynamic" models name their dims
 `N`, `H`, `W` (x) and `N`, `OH`, `OW` (offset, mask).

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import onnx
 from onnx import helper
-
-from dcnconvert import samples
+from support import samples
 
 #: case -> (error class name, substrings of the message, lower-cased)
 EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {

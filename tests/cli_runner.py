@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from dcnconvert.cli import cli
+from dcnconvert.cli.main import cli
 
 
 def invoke(*args):

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import REPO
 
 from dcnconvert import api, errors, schema
-from dcnconvert.cli import cli
+from dcnconvert.cli.main import cli
 from dcnconvert.report import STANDARD_KEYS
 
 SAMPLE = REPO / "sample_models" / "mmcv_MMCVModulatedDeformConv2d.onnx"
@@ -80,7 +80,7 @@ def test_errors_are_raised_with_the_exit_code_and_the_partial_result(tmp_path):
 
 
 def test_convert_without_tensorrt_still_writes_the_rewritten_model(tmp_path, monkeypatch):
-    from dcnconvert import build as build_mod
+    from dcnconvert.backend.trt import engine as build_mod
 
     def no_tensorrt(options, trt_adapter=None):
         raise errors.MissingDependencyError("TensorRT's Python package is not installed", hint="pip install")
@@ -96,3 +96,15 @@ def test_convert_without_tensorrt_still_writes_the_rewritten_model(tmp_path, mon
     with pytest.raises(errors.MissingDependencyError):
         api.build(SAMPLE, engine)
     assert not engine.exists()
+
+
+def test_the_package_re_exports_the_api_and_stays_cheap_to_import():
+    import subprocess
+    import sys
+
+    import dcnconvert
+
+    assert dcnconvert.rewrite is api.rewrite and dcnconvert.Result is api.Result
+    code = "import sys, dcnconvert; print('onnx' in sys.modules, dcnconvert.__version__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", dcnconvert.__version__]

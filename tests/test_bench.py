@@ -21,8 +21,7 @@ import bench_shapes as bs  # noqa: E402
 import dcn_bench  # noqa: E402
 import dcn_bench_plot  # noqa: E402
 import dcn_bench_report as report  # noqa: E402
-
-from dcnconvert import _core_ctypes as core  # noqa: E402
+from support import core  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # shapes and sizing

@@ -24,9 +24,8 @@ import bench_shapes as bs  # noqa: E402
 import dcn_bench  # noqa: E402
 import dcn_bench_gpu as gpu  # noqa: E402
 import dcn_bench_plot  # noqa: E402
-
-from dcnconvert import _core_ctypes as core  # noqa: E402
-from dcnconvert.reference import modulated_deform_conv2d  # noqa: E402
+from support import core  # noqa: E402
+from support.reference import modulated_deform_conv2d  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # a fake CuPy

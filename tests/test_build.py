@@ -1,8 +1,8 @@
-"""Engine building up to the TensorRT call (dcnconvert.build), with a fake TensorRT adapter.
+"""Engine building up to the TensorRT call (dcnconvert.backend.trt.engine), with a fake TensorRT adapter.
 
-:class:`FakeAdapter` stands in for :mod:`dcnconvert.trt_adapter`: its "engine" is the ONNX file that
+:class:`FakeAdapter` stands in for :mod:`dcnconvert.backend.trt.adapter`: its "engine" is the ONNX file that
 would have been parsed (so the FP16 cast can be inspected), and "running the engine" runs that ONNX
-with :func:`dcnconvert.evaluate.run_model`. ``test_verify.py`` and ``test_cli_engine.py`` use it too.
+with :func:`support.evaluate.run_model`. ``test_verify.py`` and ``test_cli_engine.py`` use it too.
 """
 
 from __future__ import annotations
@@ -14,10 +14,14 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto as TP
+from support import evaluate, samples
 
-from dcnconvert import build, evaluate, rewrite, samples, schema, trt_adapter
-from dcnconvert.build import BuildOptions
+from dcnconvert import schema
+from dcnconvert.backend.trt import adapter as trt_adapter
+from dcnconvert.backend.trt import engine as build
+from dcnconvert.backend.trt.engine import BuildOptions
 from dcnconvert.errors import BuildError, MissingDependencyError, UsageError
+from dcnconvert.transform import plugin as rewrite
 
 
 class FakeAdapter:

@@ -14,9 +14,10 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
+from support import samples
 
-from dcnconvert import samples, schema
-from dcnconvert.cli import cli
+from dcnconvert import schema
+from dcnconvert.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -339,8 +340,7 @@ class TestBadInputs:
 class TestReference:
     def test_reference_runs_in_onnxruntime_and_matches(self, tmp_path):
         import onnxruntime as ort
-
-        from dcnconvert import evaluate
+        from support import evaluate
 
         path = tmp_path / "m.onnx"
         model = samples.build("tensorrt_pro.Plugin.DCNv2", stride=(1, 2), dilation=(2, 1))

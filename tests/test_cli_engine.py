@@ -15,10 +15,14 @@ from pathlib import Path
 import onnx
 import pytest
 from click.testing import CliRunner
+from support import samples
 from test_build import FakeAdapter
 
-from dcnconvert import onnx_io, plugin_lib, samples, schema, trt_adapter
-from dcnconvert.cli import cli
+from dcnconvert import schema
+from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.trt import adapter as trt_adapter
+from dcnconvert.cli.main import cli
+from dcnconvert.model import io as onnx_io
 
 STANDARD_KEYS = {
     "schema_version",

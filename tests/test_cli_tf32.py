@@ -9,10 +9,13 @@ import onnx
 import pytest
 from cli_runner import error_lines, invoke, one_json
 from onnx import helper
+from support import samples
 from test_build import FakeAdapter
 
-from dcnconvert import plugin_lib, samples, schema, trt_adapter
-from dcnconvert.rewrite import rewrite_model
+from dcnconvert import schema
+from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.trt import adapter as trt_adapter
+from dcnconvert.transform.plugin import rewrite_model
 
 HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
 

@@ -12,10 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support import core, core_fused
+from support.core_fused import H200_DEVICE
 
-from dcnconvert import _core_ctypes as core
-from dcnconvert import _core_fused as core_fused
-from dcnconvert._core_fused import H200_DEVICE
 from dcnconvert.errors import ValidationError
 
 REPO = Path(__file__).resolve().parents[1]

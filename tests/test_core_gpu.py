@@ -1,8 +1,8 @@
 """The CUDA core (build/libdcnconvert_core.so) on a GPU against the float64 NumPy reference.
 
-CuPy holds the device buffers and calls ``dcnForward`` through :mod:`dcnconvert._core_ctypes`.
+CuPy holds the device buffers and calls ``dcnForward`` through :mod:`support.core`.
 Each case draws fresh seeded random inputs (never zeros), rounds them to the dtype under test and
-compares the output with ``dcnconvert.reference.modulated_deform_conv2d`` evaluated in float64 on
+compares the output with ``support.reference.modulated_deform_conv2d`` evaluated in float64 on
 the SAME rounded inputs. What remains is the core's own arithmetic, hence the bounds:
 
 * FP32 (simple kernel, and the fused kernel's default 3xTF32 mode):
@@ -47,8 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from dcnconvert import _core_ctypes as core
+from support import core
 
 REPO = Path(__file__).resolve().parents[1]
 GUARD = 4099  # elements after the output that must stay untouched
@@ -207,8 +206,8 @@ def make_inputs(case: Case, dtype: str, seed_extra: str = "") -> dict[str, np.nd
 
 
 def reference(case: Case, inputs: dict[str, np.ndarray | None]) -> np.ndarray:
-    """dcnconvert.reference (helper B's float64 NumPy implementation)."""
-    from dcnconvert.reference import modulated_deform_conv2d
+    """support.reference (helper B's float64 NumPy implementation)."""
+    from support.reference import modulated_deform_conv2d
 
     return modulated_deform_conv2d(
         inputs["x"],

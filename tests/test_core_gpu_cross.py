@@ -2,7 +2,7 @@
 
 * Tensors larger than 2^31 elements (FP16, x/offset/out): the core's 64-bit indexing, checked at
   selected output pixels (the far end included) against a per-pixel float64 reference, itself
-  checked against ``dcnconvert.reference`` on small cases (CPU).
+  checked against ``support.reference`` on small cases (CPU).
 * torchvision.ops.deform_conv2d in float64 on the GPU (optional; skipped without torch/torchvision).
 
 Inputs, tolerances and helpers are those of tests/test_core_gpu.py (its module docstring states
@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from support import core
 from test_core_gpu import (
     CASES,
     FIXED_CASES,
@@ -32,8 +33,6 @@ from test_core_gpu import (
     run_core,
     to_device,
 )
-
-from dcnconvert import _core_ctypes as core
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +109,7 @@ def reference_at(
 
 
 def test_point_reference_matches_full_reference() -> None:
-    """CPU: the per-pixel reference used for the >2^31 case agrees with dcnconvert.reference."""
+    """CPU: the per-pixel reference used for the >2^31 case agrees with support.reference."""
     for case in (FIXED_CASES[3], FIXED_CASES[6], FIXED_CASES[7], random_cases(3, seed=7)[2]):
         inputs = make_inputs(case, "float32", "point")
         full = reference(case, inputs)

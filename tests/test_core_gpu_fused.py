@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import core, core_fused
 from test_core_gpu import (
     DTYPES,
     U_BF16,
@@ -26,9 +27,6 @@ from test_core_gpu import (
     record_summary,
     run_core,
 )
-
-from dcnconvert import _core_ctypes as core
-from dcnconvert import _core_fused as core_fused
 
 FUSED_CASES: list[Case] = [
     Case("f_basic", 2, 48, 19, 23, 80, (3, 3), padding=(1, 1), off_scale=2.0),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support import core, core_fused
 from test_core_gpu import (
     DTYPES,
     U_TF32,
@@ -25,8 +26,6 @@ from test_core_gpu import (
     run_core,
 )
 
-from dcnconvert import _core_ctypes as core
-from dcnconvert import _core_fused as core_fused
 from dcnconvert.errors import UnsupportedNodeError
 
 SPLIT_CASES: list[Case] = [

@@ -22,9 +22,12 @@ from pathlib import Path
 import onnx
 import pytest
 from click.testing import CliRunner
+from support import samples
 
-from dcnconvert import samples, shapes, trt_adapter, trt_versions
-from dcnconvert.cli import cli
+from dcnconvert.backend.trt import adapter as trt_adapter
+from dcnconvert.backend.trt import profiles as shapes
+from dcnconvert.backend.trt import versions as trt_versions
+from dcnconvert.cli.main import cli
 
 pytestmark = pytest.mark.tensorrt
 
@@ -33,7 +36,7 @@ SAMPLE_DIR = REPO / "sample_models"
 
 
 def _sample_models():
-    """sample_models/*.onnx, or one model per form from dcnconvert.samples while those are absent."""
+    """sample_models/*.onnx, or one model per form from support.samples while those are absent."""
     files = sorted(SAMPLE_DIR.glob("*.onnx"))
     if files:
         return [pytest.param(path, id=path.stem) for path in files]

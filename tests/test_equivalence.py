@@ -25,11 +25,11 @@ from typing import NamedTuple
 import numpy as np
 import onnxruntime as ort
 import pytest
+from support import samples
+from support.evaluate import BACKENDS, is_plugin_node, run_model
 
-from dcnconvert import samples
-from dcnconvert.evaluate import BACKENDS, is_plugin_node, run_model
-from dcnconvert.rewrite import rewrite_model
-from dcnconvert.standard import to_standard_model
+from dcnconvert.transform.plugin import rewrite_model
+from dcnconvert.transform.standard import to_standard_model
 
 TOLERANCE = 1e-5  # times max|expected|
 CASES_PER_FORM = 16

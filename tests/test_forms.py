@@ -6,10 +6,12 @@ import json
 
 import pytest
 from onnx import helper
+from support import samples
 
-from dcnconvert import forms, samples, schema
-from dcnconvert.forms import parse_node
-from dcnconvert.match import GraphInfo, find_dcn_nodes
+from dcnconvert import schema
+from dcnconvert.match import forms
+from dcnconvert.match.finder import GraphInfo, find_dcn_nodes
+from dcnconvert.match.forms import parse_node
 from dcnconvert.schema import DcnAttrs
 
 # A parameter set every form can express except where noted; the square set fits all of them.

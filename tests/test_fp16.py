@@ -1,4 +1,4 @@
-"""Graph-cast FP16/BF16 conversion (dcnconvert.fp16), the precision path for TensorRT 11."""
+"""Graph-cast FP16/BF16 conversion (dcnconvert.precision.cast), the precision path for TensorRT 11."""
 
 from __future__ import annotations
 
@@ -9,9 +9,14 @@ import onnx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
+from support import evaluate, samples
 
-from dcnconvert import evaluate, fp16, fp16_plan, rewrite, samples, schema, shapes
+from dcnconvert import schema
+from dcnconvert.backend.trt import profiles as shapes
 from dcnconvert.errors import UnsupportedNodeError, UsageError
+from dcnconvert.precision import cast as fp16
+from dcnconvert.precision import plan as fp16_plan
+from dcnconvert.transform import plugin as rewrite
 
 LOW = {"fp16": TP.FLOAT16, "bf16": TP.BFLOAT16}
 #: max |low - fp32| / max(1, max |fp32|) allowed per precision (FP16 tolerance of the acceptance criteria).

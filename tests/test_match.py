@@ -8,9 +8,10 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
+from support import samples
 
-from dcnconvert import opsets, samples
-from dcnconvert.match import find_dcn_nodes
+from dcnconvert.match.finder import find_dcn_nodes
+from dcnconvert.model import opsets
 
 
 def _conv_then_dcn(dynamic: bool) -> onnx.ModelProto:

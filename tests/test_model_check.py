@@ -21,10 +21,11 @@ import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
-from dcnconvert import model_check, onnx_io
-from dcnconvert.cli import cli
+from dcnconvert.cli.main import cli
 from dcnconvert.errors import ModelError
-from dcnconvert.rewrite import rewrite_model
+from dcnconvert.model import check as model_check
+from dcnconvert.model import io as onnx_io
+from dcnconvert.transform.plugin import rewrite_model
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(p.name for p in (REPO / "sample_models").glob("*.onnx"))

@@ -15,11 +15,11 @@ import functools
 import numpy as np
 import onnxruntime as ort
 import pytest
+from support.evaluate import BACKENDS, is_plugin_node, run_model
 
 from dcnconvert import schema
-from dcnconvert.evaluate import BACKENDS, is_plugin_node, run_model
-from dcnconvert.rewrite import rewrite_model
-from dcnconvert.standard import to_standard_model
+from dcnconvert.transform.plugin import rewrite_model
+from dcnconvert.transform.standard import to_standard_model
 
 EXPECTED_NAMES = {
     "test_basic_deform_conv_with_padding",

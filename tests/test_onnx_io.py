@@ -10,9 +10,10 @@ import onnx
 import pytest
 from bad_inputs import EXPECTED, write_corpus
 from onnx import helper, numpy_helper
+from support import samples
 
-from dcnconvert import onnx_io, samples
 from dcnconvert.errors import ModelError, OutputError
+from dcnconvert.model import io as onnx_io
 
 
 def _big_model(n_tensors: int = 3, size: int = 4096, seed: int = 0) -> onnx.ModelProto:
@@ -87,7 +88,7 @@ class TestLoad:
         model = _big_model()
         model.graph.initializer.append(numpy_helper.from_array(np.zeros(3, np.float32), "spare"))
         onnx_io.save_model(model, tmp_path / "m.onnx", external_data=True)
-        with caplog.at_level("WARNING", logger="dcnconvert.model_check"):
+        with caplog.at_level("WARNING", logger="dcnconvert.model.check"):
             loaded = onnx_io.load_model(tmp_path / "m.onnx")
         assert [r.getMessage() for r in caplog.records if "'spare'" in r.getMessage()] == [
             "1 initializer(s) no node reads ('spare'); they are kept, TensorRT ignores them"]

@@ -1,4 +1,5 @@
-"""``dcnconvert plugin build`` (dcnconvert.plugin_build, dcnconvert.plugin_headers, the ``plugin`` CLI group).
+"""``dcnconvert plugin build`` (dcnconvert.backend.plugin.compile and .headers, the ``plugin`` CLI
+group).
 
 Most tests need neither nvcc nor TensorRT's headers: the tag candidates, architecture parsing, the nvcc
 lookup, the header sources (a folder, a git clone, a ``file://`` tarball, all made of a tiny fake
@@ -23,7 +24,9 @@ import pytest
 from cli_runner import error_lines, invoke, one_json
 from conftest import trt_header_dirs
 
-from dcnconvert import plugin_build, plugin_headers, plugin_lib
+from dcnconvert.backend.plugin import compile as plugin_build
+from dcnconvert.backend.plugin import headers as plugin_headers
+from dcnconvert.backend.plugin import library as plugin_lib
 from dcnconvert.errors import MissingDependencyError, UsageError
 
 FAKE_NVCC = """#!/bin/sh

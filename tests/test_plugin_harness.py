@@ -6,7 +6,7 @@ TensorRT headers found (``TENSORRT_INCLUDE_DIR``, os.pathsep-separated, then the
   registration scenarios pass; the library loads with ctypes where no TensorRT is loaded.
 * GPU (markers ``trt_headers`` and ``gpu``): enqueue on device buffers for a grid of problems and
   dtypes; the outputs are compared here with the float64 NumPy reference
-  (``dcnconvert.reference.modulated_deform_conv2d``) on exactly the input bits the GPU consumed.
+  (``support.reference.modulated_deform_conv2d``) on exactly the input bits the GPU consumed.
   Cases with ``allow_tf32 = 1``: FP32 ones are held to the TF32 bound (:func:`check_tf32`), FP16/BF16
   ones must be bit-identical to the same case without it (those types ignore the field).
 """
@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import trt_header_dirs
-
-from dcnconvert.reference import modulated_deform_conv2d
+from support.reference import modulated_deform_conv2d
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import plugin_build as pb

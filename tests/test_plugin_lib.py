@@ -1,4 +1,5 @@
-"""Choosing the plugin library (dcnconvert.plugin_lib): by the TensorRT major version, with a reason."""
+"""Choosing the plugin library (dcnconvert.backend.plugin.library): by the TensorRT major version,
+with a reason."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dcnconvert import plugin_lib, schema
+from dcnconvert import schema
+from dcnconvert.backend.plugin import library as plugin_lib
 from dcnconvert.errors import PluginLoadError
 
 

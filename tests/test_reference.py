@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 import pytest
-
-from dcnconvert.reference import deform_conv2d_output_size, modulated_deform_conv2d
+from support.reference import deform_conv2d_output_size, modulated_deform_conv2d
 
 # --------------------------------------------------------------------------------------------------
 # Independent oracles written as plain loops (deliberately unvectorised).
@@ -356,12 +355,12 @@ def test_importable_with_numpy_only():
         "import sys\n"
         "for name in ('onnx', 'onnxruntime', 'onnx_graphsurgeon', 'polygraphy', 'click'):\n"
         "    sys.modules[name] = None\n"
-        "import dcnconvert.reference as r\n"
+        "import support.reference as r\n"
         "print(r.modulated_deform_conv2d.__name__)\n"
     )
-    repo = __import__("pathlib").Path(__file__).resolve().parents[1]
+    tests_dir = __import__("pathlib").Path(__file__).resolve().parent
     done = subprocess.run(
-        [sys.executable, "-c", code], check=False, cwd=repo, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", code], check=False, cwd=tests_dir, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     assert "modulated_deform_conv2d" in done.stdout

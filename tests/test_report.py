@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from dcnconvert import errors, log, report
-from dcnconvert.cli_common import (
+from dcnconvert.cli.common import (
     add_output,
     add_warning,
     attach_payload,
@@ -200,7 +200,7 @@ def test_c_level_stdout_goes_to_stderr(tmp_path):
     script = tmp_path / "demo.py"
     script.write_text(textwrap.dedent("""\
         import os, click
-        from dcnconvert.cli_common import common_options, run_command
+        from dcnconvert.cli.common import common_options, run_command
 
         @click.command()
         @common_options

@@ -3,7 +3,7 @@
 Numbers: the rewritten graph's helper nodes (Pad, Slice, Sigmoid, ones mask) run in ONNX Runtime,
 then the plugin node's inputs go through a standard ONNX ``DeformConv`` built from the plugin's
 attributes; the result must equal the same model in standard form (or the original, where ORT runs
-it) on fresh random inputs. (dcnconvert.reference/evaluate test the plugin semantics themselves.)
+it) on fresh random inputs. (support.reference/evaluate test the plugin semantics themselves.)
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ import onnxruntime as ort
 import pytest
 from bad_inputs import EXPECTED, corpus_models
 from onnx import helper, numpy_helper
+from support import samples
 
-from dcnconvert import onnx_io, samples, schema
+from dcnconvert import schema
 from dcnconvert.errors import NoMatchError, UnsupportedNodeError, UsageError, ValidationError
-from dcnconvert.rewrite import rewrite_model
+from dcnconvert.model import io as onnx_io
+from dcnconvert.transform.plugin import rewrite_model
 
 ATTR = onnx.AttributeProto
 
@@ -535,7 +537,9 @@ class TestAllowTf32:
     def test_numpy_reference_ignores_it(self, form):
         """evaluate (plugin nodes through the float64 reference) and `reference` (standard DeformConv in
         ORT) give the same numbers with and without the attribute."""
-        from dcnconvert import evaluate, standard
+        from support import evaluate
+
+        from dcnconvert.transform import standard
 
         model = samples.build(form, deformable_group=2, seed=5)
         default, _ = rewrite_model(model)
@@ -554,7 +558,7 @@ class TestAllowTf32:
     def test_bad_values_are_not_convertible(self, value, reason):
         plain, _ = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d"))
         _plugin_nodes(plain)[0].attribute.append(helper.make_attribute(schema.ATTR_ALLOW_TF32, value))
-        from dcnconvert.match import find_dcn_nodes
+        from dcnconvert.match.finder import find_dcn_nodes
 
         (match,) = find_dcn_nodes(plain)
         assert not match.convertible and "allow_tf32" in match.reason and reason in match.reason
@@ -564,7 +568,7 @@ class TestAllowTf32:
     def test_zero_is_read_as_absent(self):
         plain, _ = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d"))
         _plugin_nodes(plain)[0].attribute.append(helper.make_attribute(schema.ATTR_ALLOW_TF32, 0))
-        from dcnconvert.match import find_dcn_nodes
+        from dcnconvert.match.finder import find_dcn_nodes
 
         (match,) = find_dcn_nodes(plain)
         assert match.convertible and match.attrs.allow_tf32 is False and not match.notes
@@ -574,7 +578,7 @@ class TestAllowTf32:
         assert report.rewritten == ["dcn0"] and _attrs(_plugin_nodes(upgraded)[0])["allow_tf32"] == 1
 
     def test_match_reports_it(self):
-        from dcnconvert.match import find_dcn_nodes
+        from dcnconvert.match.finder import find_dcn_nodes
 
         tf32, _ = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d"), allow_tf32=True)
         (match,) = find_dcn_nodes(tf32)
@@ -585,7 +589,7 @@ class TestAllowTf32:
         """TAO's ModulatedDeformConv2d (a source form in the default domain) does not take it."""
         model = samples.build("tao.ModulatedDeformConv2d")
         model.graph.node[-1].attribute.append(helper.make_attribute(schema.ATTR_ALLOW_TF32, 1))
-        from dcnconvert.match import find_dcn_nodes
+        from dcnconvert.match.finder import find_dcn_nodes
 
         (match,) = find_dcn_nodes(model)
         assert not match.convertible and "unknown attribute 'allow_tf32'" in match.reason

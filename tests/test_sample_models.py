@@ -10,11 +10,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from support import samples
+from support.evaluate import BACKENDS, is_plugin_node, run_model
 
-from dcnconvert import samples
-from dcnconvert.evaluate import BACKENDS, is_plugin_node, run_model
-from dcnconvert.rewrite import rewrite_model
-from dcnconvert.standard import to_standard_model
+from dcnconvert.transform.plugin import rewrite_model
+from dcnconvert.transform.standard import to_standard_model
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_models"
@@ -150,7 +150,7 @@ def test_reference_and_rewrite_commands_on_samples(name, tmp_path):
     """Through the CLI: `dcnconvert rewrite` + NumPy reference == `dcnconvert reference` + ORT."""
     from click.testing import CliRunner
 
-    from dcnconvert.cli import cli
+    from dcnconvert.cli.main import cli
 
     runner = CliRunner()
     std_path, rw_path = tmp_path / "std.onnx", tmp_path / "rw.onnx"

@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from support import samples
 
-from dcnconvert import samples
-from dcnconvert.match import find_dcn_nodes
+from dcnconvert.match.finder import find_dcn_nodes
 
 INPUTS = {"modulated": ["x", "offset", "mask"], "dcnv1": ["x", "offset"], "logits": ["x", "offset_mask"]}
 

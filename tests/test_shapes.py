@@ -1,13 +1,13 @@
-"""Shape options -> optimization profiles (dcnconvert.shapes)."""
+"""Shape options -> optimization profiles (dcnconvert.backend.trt.profiles)."""
 
 from __future__ import annotations
 
 import pytest
 from onnx import TensorProto, helper
 
-from dcnconvert import shapes
+from dcnconvert.backend.trt import profiles as shapes
+from dcnconvert.backend.trt.profiles import InputInfo
 from dcnconvert.errors import UsageError
-from dcnconvert.shapes import InputInfo
 
 X_DYN = InputInfo("x", ("N", 3, "H", "W"))
 X_STATIC = InputInfo("x", (1, 3, 8, 8))

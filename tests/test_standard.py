@@ -1,4 +1,5 @@
-"""Tests of dcnconvert.standard: plugin nodes -> standard ONNX DeformConv, opset raising, ORT runs."""
+"""Tests of dcnconvert.transform.standard: plugin nodes -> standard ONNX DeformConv, opset raising, ORT
+runs."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support import samples
+from support.evaluate import BACKENDS, run_model
 
-from dcnconvert import samples, schema
+from dcnconvert import schema
 from dcnconvert.errors import ModelError
-from dcnconvert.evaluate import BACKENDS, run_model
-from dcnconvert.opsets import raise_default_opset
-from dcnconvert.standard import (
+from dcnconvert.model.opsets import raise_default_opset
+from dcnconvert.transform.standard import (
     MIN_IR_VERSION,
     STANDARD_OPSET,
     plugin_model_to_standard,
@@ -289,7 +291,7 @@ def test_bad_plugin_node_is_a_model_error():
 
 def test_big_model_path_checks_with_weights_held_aside(monkeypatch):
     """Over the protobuf limit the checker sees a weight-less copy; the result keeps its weights."""
-    from dcnconvert import standard
+    from dcnconvert.transform import standard
 
     monkeypatch.setattr(standard, "_CHECKER_LIMIT_BYTES", 1000)
     model = legacy_opset_model(11)
@@ -300,15 +302,16 @@ def test_big_model_path_checks_with_weights_held_aside(monkeypatch):
 
 @pytest.mark.parametrize("target", ["dcnconvert", "trt-builtin"])
 def test_to_standard_model_accepts_rewritten_models_of_either_target(target):
-    from dcnconvert import samples
-    from dcnconvert.rewrite import rewrite_model
+    from support import samples
+
+    from dcnconvert.transform.plugin import rewrite_model
 
     original = samples.build(
         "mmcv.MMCVModulatedDeformConv2d", n=2, group=2, c=4, cout=4, deformable_group=2, seed=31
     )
     rewritten, _ = rewrite_model(original, target=target)
     from_rewritten = plugin_model_to_standard(rewritten)
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     direct = to_standard_model(rewritten)
     assert [n.op_type for n in direct.graph.node] == ["DeformConv"]
@@ -320,7 +323,7 @@ def test_to_standard_model_accepts_rewritten_models_of_either_target(target):
 
 
 def test_to_standard_model_without_dcn_returns_a_copy():
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])],
@@ -368,7 +371,7 @@ def _standard_sample(pads, bias: bool, mask: bool, opset: int = 19, seed: int = 
 
 def _close_to_numpy_reference(std: onnx.ModelProto, original: onnx.ModelProto, feeds: dict) -> None:
     """ORT on ``std`` == the float64 NumPy reference of the rewritten ``original``."""
-    from dcnconvert.rewrite import rewrite_model
+    from dcnconvert.transform.plugin import rewrite_model
 
     rewritten, _ = rewrite_model(original)
     expected = run_model(rewritten, feeds)
@@ -381,8 +384,8 @@ def _close_to_numpy_reference(std: onnx.ModelProto, original: onnx.ModelProto, f
 
 
 def _is_valid(model: onnx.ModelProto) -> list[bool]:
-    from dcnconvert.match import find_dcn_nodes
-    from dcnconvert.standard import is_valid_standard_deformconv
+    from dcnconvert.match.finder import find_dcn_nodes
+    from dcnconvert.transform.standard import is_valid_standard_deformconv
 
     return [is_valid_standard_deformconv(m, model) for m in find_dcn_nodes(model)]
 
@@ -392,7 +395,7 @@ def _is_valid(model: onnx.ModelProto) -> list[bool]:
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("pads", [None, (0, 1, 2, 1), (2, 0, 0, 1)], ids=["sym", "asym0121", "asym2001"])
 def test_valid_standard_deformconv_passes_through_byte_identical(pads, bias, mask, opset):
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     seed = 300 + 10 * opset + 4 * bool(pads) + 2 * bias + mask
     model = _standard_sample(pads, bias, mask, opset=opset, seed=seed)
@@ -414,7 +417,7 @@ def test_valid_standard_deformconv_passes_through_byte_identical(pads, bias, mas
 
 
 def test_deformconv_without_offset_group_attribute_that_fits_the_channels_is_kept():
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     model = samples.build("onnx.DeformConv", deformable_group=1, seed=8)
     node = _deform_node(model)
@@ -464,7 +467,7 @@ def _mixed_model(pads=(0, 1, 1, 0)) -> onnx.ModelProto:
 
 
 def test_mixed_model_converts_only_the_mmcv_node():
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     model = _mixed_model()
     assert _is_valid(model) == [False, True]
@@ -514,7 +517,7 @@ def _variant(case: str) -> onnx.ModelProto:
      "offset_group-missing", "opset-18", "strides-as-INT"],
 )
 def test_other_deformconv_variants_are_still_converted(case):
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     model = _variant(case)
     assert _is_valid(model) == [False]
@@ -532,7 +535,7 @@ def test_other_deformconv_variants_are_still_converted(case):
 def test_invalid_standard_deformconv_is_still_refused():
     """A node that is not kept goes through the rewrite's validation, as before."""
     from dcnconvert.errors import ValidationError
-    from dcnconvert.standard import to_standard_model
+    from dcnconvert.transform.standard import to_standard_model
 
     model = samples.build("onnx.DeformConv", deformable_group=2, seed=54)
     for attr in _deform_node(model).attribute:

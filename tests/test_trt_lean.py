@@ -19,7 +19,8 @@ import onnx
 import pytest
 from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
 
-from dcnconvert import rewrite, schema
+from dcnconvert import schema
+from dcnconvert.transform import plugin as rewrite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import plugin_build as pb  # noqa: E402

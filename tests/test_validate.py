@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 from bad_inputs import EXPECTED, corpus_models
+from support import samples
 
-from dcnconvert import samples, schema, validate
+from dcnconvert import schema
 from dcnconvert.errors import UnsupportedNodeError, UsageError, ValidationError
-from dcnconvert.match import find_dcn_nodes
+from dcnconvert.match import validate
+from dcnconvert.match.finder import find_dcn_nodes
 
 
 def _only(model):

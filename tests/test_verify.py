@@ -1,4 +1,4 @@
-"""Verification up to and around the TensorRT run (dcnconvert.verify): inputs, the ONNX Runtime
+"""Verification up to and around the TensorRT run (dcnconvert.verification.runner): inputs, the ONNX Runtime
 reference, Polygraphy JSON files, the comparison, and the whole flow with a fake engine."""
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ import pytest
 from onnx import TensorProto as TP
 from polygraphy.comparator.struct import RunResults
 from polygraphy.json import from_json
+from support import evaluate, samples
 from test_build import FakeAdapter
 
-from dcnconvert import evaluate, rewrite, samples, shapes, verify
-from dcnconvert.build import BuildOptions, build_engine
+from dcnconvert.backend.trt import profiles as shapes
+from dcnconvert.backend.trt.engine import BuildOptions, build_engine
+from dcnconvert.backend.trt.profiles import InputInfo
 from dcnconvert.errors import AccuracyError, ModelError, UsageError
-from dcnconvert.shapes import InputInfo
+from dcnconvert.transform import plugin as rewrite
+from dcnconvert.verification import runner as verify
 
 FORMS_FOR_ORT = [
     "mmcv.MMCVModulatedDeformConv2d",

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
 
-from dcnconvert import plugin_lib, schema
+from dcnconvert import schema
+from dcnconvert.backend.plugin import library as plugin_lib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import plugin_build as pb  # noqa: E402
@@ -84,9 +85,14 @@ def test_pure_wheel_without_headers_carries_the_sources(tmp_path):
     assert not [n for n in names if n.endswith(".so")]
     assert "dcnconvert/_plugin_src/trt/registration.cpp" in names
     assert "dcnconvert/_plugin_src/core/dcnForward.cu" in names
-    assert not [n for n in names if n.startswith("tests/") or "/tests/" in n]
+    assert not [n for n in names if n.startswith(("tests/", "support/")) or "/tests/" in n]
+    # the test-only helpers (tests/support) are not shipped, and the API imports without them
+    assert not [n for n in names if n.rsplit("/", 1)[-1] in {"evaluate.py", "samples.py", "reference.py",
+                                                              "core.py", "core_fused.py"}]
+    assert "dcnconvert/api.py" in names and "dcnconvert/backend/trt/adapter.py" in names
     target = install(wheel, tmp_path / "site")
-    code = "from dcnconvert import plugin_lib as p; print(p.plugin_sources()); print(p.source_hash())"
+    code = ("import dcnconvert.api; from dcnconvert.backend.plugin import library as p; "
+            "print(p.plugin_sources()); print(p.source_hash())")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
                           env={**env, "PYTHONPATH": str(target)}, check=True, timeout=60)

@@ -1,0 +1,2 @@
+"""What runs engines: TensorRT (:mod:`.trt`) and the plugin library it loads (:mod:`.plugin`).
+"""

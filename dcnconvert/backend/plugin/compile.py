@@ -1,0 +1,425 @@
+"""``dcnconvert plugin build``: compile the plugin library for one TensorRT release and cache it.
+
+Wheels carry a library per TensorRT major version; a source install, or a TensorRT no wheel was built
+for, needs one compiled here. :func:`build_plugin` finds nvcc (:func:`find_nvcc`), the TensorRT version
+(given, else the installed one), the architectures (given, else the local GPUs', :func:`gpu_archs`) and
+the headers (:mod:`dcnconvert.backend.plugin.headers`), then runs the plugin's own make rules
+(``make -C <plugin sources> plugin-lib``, plugin_src/trt/plugin.mk) and puts the library in the cache::
+
+    <cache>/plugins/<key>/libdcnconvert_plugin.so          what plugin_lib.choose_plugin_library() loads
+    <cache>/plugins/<key>/build.json                       what it was built for and from
+    <cache>/build/cuda<V>-<sources>/plugin-core/<archs>/   the CUDA core's objects, shared by the builds
+                                                           for every TensorRT version
+    <cache>/build/cuda<V>-<sources>/glue/<key>/            the TensorRT glue's objects
+
+The key (:func:`cache_key`) covers the TensorRT version, the CUDA version, the architectures and the
+plugin sources' hash; the same key again is a cache hit (no make) unless ``force``. An entry appears
+whole or not at all: it is assembled in ``<cache>/tmp`` and renamed into place. Builds sharing a build
+folder take turns (a lock file beside it).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dcnconvert import __version__, log
+from dcnconvert.backend.plugin import headers as plugin_headers
+from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.trt.versions import INSTALL_COMMAND, MIN_VERSION, api_for, version_tuple
+from dcnconvert.errors import BuildError, MissingDependencyError, OutputError, UsageError
+
+__all__ = ["FALLBACK_NVCC_DIRS", "BuildResult", "Nvcc", "build_plugin", "cache_key", "find_nvcc",
+           "gpu_archs", "parse_archs", "ptx_arch", "wheel_nvcc_dirs"]
+
+#: Searched for nvcc after $NVCC, PATH, $CUDA_HOME/bin and $CUDA_PATH/bin (then NVIDIA's nvcc wheel).
+FALLBACK_NVCC_DIRS: tuple[str, ...] = ("/usr/local/cuda/bin",)
+NVCC_HINT = ("install the CUDA toolkit, or `pip install nvidia-cuda-nvcc` (NVIDIA's CUDA 13 wheel, which "
+             "ships a working nvcc), or set NVCC=/path/to/nvcc")
+#: Variables that make would take from the environment and that change what is compiled behind the key.
+_MAKE_ENV_DROPPED = ("MAKEFLAGS", "MFLAGS", "NVCCFLAGS", "EXTRA_NVCCFLAGS", "TRT_ROOT",
+                     "TENSORRT_INCLUDE_DIR", "CUDA_ARCHS", "PTX_ARCH", "PLUGIN_INSTALL_DIR")
+_ARCH_RE = re.compile(r"^(?:sm_?)?(\d{2,3})([af]?)$|^(\d{1,2})\.(\d)([af]?)$", re.IGNORECASE)
+_ARCH_HINT = ("give compute capabilities: sm_90, 90 or 9.0 (H100/H200), sm_89 (L4/L40), sm_86 (A10, RTX 30), "
+              "sm_80 (A100), sm_120 (RTX 50); comma separated or repeated")
+
+
+@dataclasses.dataclass(frozen=True)
+class Nvcc:
+    """The CUDA compiler found, and its version (``"13.0.88"``)."""
+
+    path: Path
+    version: str
+
+
+def wheel_nvcc_dirs() -> list[Path]:
+    """``bin/`` folders of NVIDIA's nvcc wheels on this Python's path (``nvidia/cu13/bin``, and
+    ``nvidia/cuda_nvcc/bin`` for CUDA 12)."""
+    found = (p.parent for entry in sys.path for p in sorted(Path(entry or ".").glob("nvidia/*/bin/nvcc")))
+    return list(dict.fromkeys(found))
+
+
+def _nvcc(path: Path) -> Nvcc:
+    """``path`` with the version ``nvcc --version`` states."""
+    try:
+        proc = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=120,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise MissingDependencyError(f"nvcc at {path} does not run: {exc}", hint=NVCC_HINT) from exc
+    match = re.search(r"\bV(\d+\.\d+(?:\.\d+)?)", proc.stdout) or re.search(r"release (\d+\.\d+)",
+                                                                            proc.stdout)
+    if proc.returncode != 0 or match is None:
+        said = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise MissingDependencyError(f"nvcc at {path} states no version (`nvcc --version`: {said[0]})",
+                                     hint=NVCC_HINT)
+    return Nvcc(path.absolute(), match.group(1))  # absolute: make runs it from the plugin sources
+
+
+def find_nvcc() -> Nvcc:
+    """nvcc from ``$NVCC`` (used as given), else PATH, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
+    :data:`FALLBACK_NVCC_DIRS`, then NVIDIA's nvcc wheel (:func:`wheel_nvcc_dirs`).
+
+    Raises:
+        MissingDependencyError: none found, ``$NVCC`` names no executable, or nvcc does not run.
+    """
+    given = os.environ.get("NVCC")
+    if given:
+        found = shutil.which(given)
+        if found is None:
+            raise MissingDependencyError(
+                f"$NVCC={given} is not an executable nvcc",
+                hint="point NVCC at nvcc (e.g. /usr/local/cuda/bin/nvcc) or unset it to search PATH and "
+                "the CUDA folders; " + NVCC_HINT)
+        return _nvcc(Path(found))
+    if shutil.which("nvcc"):
+        return _nvcc(Path(str(shutil.which("nvcc"))))
+    env = {var: os.environ.get(var) for var in ("CUDA_HOME", "CUDA_PATH")}
+    searched = ["PATH"] + [f"${var}/bin (unset)" for var, value in env.items() if not value]
+    dirs = [(f"${var}/bin ({value}/bin)", Path(value) / "bin") for var, value in env.items() if value]
+    dirs += [(d, Path(d)) for d in FALLBACK_NVCC_DIRS] + [(str(d), d) for d in wheel_nvcc_dirs()]
+    for label, folder in dirs:
+        if (folder / "nvcc").is_file() and os.access(folder / "nvcc", os.X_OK):
+            return _nvcc(folder / "nvcc")
+        searched.append(label)
+    searched.append("NVIDIA's nvcc wheel in this Python's site-packages")
+    raise MissingDependencyError("nvcc (the CUDA compiler, needed to build the plugin) not found; searched "
+                                 + ", ".join(dict.fromkeys(searched)), hint=NVCC_HINT)
+
+
+def _arch_number(arch: str) -> int:
+    return int(re.sub(r"\D", "", arch))
+
+
+def parse_archs(values: Iterable[str]) -> tuple[str, ...]:
+    """``sm_NN`` names from ``--arch`` values (``90``, ``9.0``, ``sm_90``, ``sm_90a``; repeated or comma
+    separated), without duplicates, oldest first. ``sm_90a`` becomes ``sm_90``: the make rules build sm_90
+    as sm_90a, and only under that name do they compile the sm_90a-only kernels in.
+
+    Raises:
+        UsageError: a value that is no architecture, or none at all.
+    """
+    archs: list[str] = []
+    for item in (part for value in values for part in re.split(r"[,\s]+", value.strip()) if part):
+        match = _ARCH_RE.match(item)
+        if match is None:
+            raise UsageError(f"--arch {item!r} is not a GPU architecture", hint=_ARCH_HINT)
+        number = int(match.group(1) or match.group(3) + match.group(4))
+        suffix = (match.group(2) or match.group(5) or "").lower()
+        if not 30 <= number <= 199 or (suffix == "a" and number < 90) or (suffix == "f" and number < 100):
+            raise UsageError(f"--arch {item!r}: there is no GPU architecture sm_{number}{suffix}",
+                             hint=_ARCH_HINT)
+        arch = f"sm_{number}" + ("" if number == 90 else suffix)
+        archs += [] if arch in archs else [arch]
+    if not archs:
+        raise UsageError("--arch was given no architecture", hint=_ARCH_HINT)
+    return tuple(sorted(archs, key=lambda a: (_arch_number(a), a)))
+
+
+def gpu_archs() -> tuple[str, ...]:
+    """The architectures of this machine's GPUs, from ``nvidia-smi`` (every distinct one).
+
+    Raises:
+        UsageError: no GPU (or no nvidia-smi): the caller must name the architectures.
+    """
+    try:
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            raise OSError("nvidia-smi is not on PATH")
+        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=60, check=False)
+        caps = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+        if proc.returncode != 0 or not caps:
+            said = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["it lists none"]
+            raise OSError(f"nvidia-smi: {said[0]}")
+        return parse_archs(caps)
+    except (OSError, subprocess.TimeoutExpired, UsageError) as exc:
+        raise UsageError(f"no --arch given, and no GPU was found to build for ({exc})",
+                         hint="pass the GPUs' architectures, e.g. --arch sm_90 (H100/H200) or --arch "
+                         "sm_80,sm_86") from exc
+
+
+def _check_archs(archs: Sequence[str], nvcc: Nvcc) -> None:
+    """Refuse an architecture this nvcc cannot build (as far as ``nvcc --list-gpu-code`` says)."""
+    try:
+        proc = subprocess.run([str(nvcc.path), "--list-gpu-code"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    known = {_arch_number(a) for a in re.findall(r"\bsm_\d+", proc.stdout)} if proc.returncode == 0 else set()
+    for arch in archs if known else ():  # an nvcc without --list-gpu-code: make will tell
+        if _arch_number(arch) not in known:
+            raise UsageError(f"--arch {arch}: nvcc {nvcc.version} ({nvcc.path}) cannot build it; it builds "
+                             + ", ".join(f"sm_{n}" for n in sorted(known)),
+                             hint="choose among those, or use a CUDA toolkit that supports this GPU")
+
+
+def ptx_arch(archs: Sequence[str]) -> str:
+    """The PTX embedded beside the SASS: that of the newest architecture (``compute_NN``), which the
+    driver compiles for newer GPUs."""
+    return f"compute_{max(_arch_number(a) for a in archs)}"
+
+
+def cache_key(tensorrt_version: str, cuda_version: str, archs: Sequence[str], sources_digest: str) -> str:
+    """The cache entry's folder name: readable, plus a digest of everything it depends on."""
+    ident = json.dumps([tensorrt_version, cuda_version, list(archs), ptx_arch(archs), sources_digest])
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", f"trt{tensorrt_version}-cuda{cuda_version}-{'-'.join(archs)}")
+    return f"{readable}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    """What :func:`build_plugin` built, or found in the cache."""
+
+    library: Path
+    cache_hit: bool
+    key: str
+    tensorrt_version: str
+    headers_version: str
+    headers_dir: str
+    archs: tuple[str, ...]
+    ptx_arch: str
+    cuda_version: str
+    seconds: float
+    build_info: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_record(cls, lib: Path, record: dict[str, Any], cache_hit: bool, seconds: float) -> BuildResult:
+        """The result for the library whose ``build.json`` holds ``record``."""
+        got = {name: str(record.get(name)) for name in ("tensorrt_version", "headers_version", "headers_dir",
+                                                         "ptx_arch", "cuda_version")}
+        return cls(lib, cache_hit, lib.parent.name, archs=tuple(record.get("archs") or ()), seconds=seconds,
+                   build_info=plugin_lib.library_build_info(lib), **got)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``plugin build --json``): the fields, ``library`` as ``plugin_library``."""
+        obj = {"plugin_library": str(self.library), **dataclasses.asdict(self)}
+        del obj["library"]
+        return {**obj, "archs": list(self.archs), "seconds": round(self.seconds, 3)}
+
+
+def _tensorrt_version(given: str | None) -> str:
+    if given:
+        parts = version_tuple(given)
+        if len(parts) < 2 or parts[:2] < MIN_VERSION:
+            raise UsageError(f"--tensorrt-version {given}: not a TensorRT version dcnconvert supports "
+                             f"(>= {MIN_VERSION[0]}.{MIN_VERSION[1]})", hint="give one such as 10.16.1.11")
+        return given
+    found = plugin_lib.installed_tensorrt()
+    if found is None:
+        raise UsageError("no TensorRT is installed to build the plugin for, and no --tensorrt-version given",
+                         hint=f"install TensorRT ({INSTALL_COMMAND}) or pass --tensorrt-version X.Y.Z")
+    api_for(found[0])  # an installed TensorRT too old: MissingDependencyError with the upgrade command
+    return found[0]
+
+
+def _cached(entry: Path, sources_digest: str) -> dict[str, Any] | None:
+    """The ``build.json`` of a complete entry built from these sources, else ``None``."""
+    try:
+        record = json.loads((entry / plugin_lib.BUILD_INFO_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(record, dict) and record.get("source_hash") == sources_digest
+    return record if ok and (entry / plugin_lib.LIB_NAME).is_file() else None
+
+
+@contextlib.contextmanager
+def _cache_errors(root: Path) -> Iterator[None]:
+    """File-system failures in the cache become an :class:`OutputError` naming the cache and the fix."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"cannot write the cache {root}: {exc}", hint="make it writable, or set "
+                          f"{plugin_lib.CACHE_ENV_VAR} to a writable folder") from exc
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.get_logger(__name__).info("waiting for another `dcnconvert plugin build` (lock %s)", path)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _run_make(cmd: list[str], nvcc: Path, what: str) -> None:
+    """Run make: one INFO line per file it compiles, all of its output at DEBUG.
+
+    Raises:
+        BuildError: make failed, with the tail of its output.
+    """
+    logger = log.get_logger(__name__)
+    logger.debug("running %s", " ".join(cmd))
+    env = {k: v for k, v in os.environ.items() if k not in _MAKE_ENV_DROPPED}
+    tail: collections.deque[str] = collections.deque(maxlen=30)
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", env=env, start_new_session=True)
+    try:
+        for raw in proc.stdout or ():
+            tail.append(raw.rstrip("\n"))
+            logger.debug("make: %s", tail[-1])
+            compiled = re.search(r"\s-c\s+-o\s+\S+\s+(\S+)\s*$", tail[-1])  # an echoed recipe line
+            step = f"compiling {compiled.group(1)}" if compiled else f"linking {plugin_lib.LIB_NAME}"
+            if tail[-1].startswith(str(nvcc)) and (compiled or " -shared " in tail[-1]):
+                logger.info("[%6.1f s] %s", time.perf_counter() - start, step)
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted: stop make and its compilers
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+    if code != 0:
+        raise BuildError(f"make failed (exit code {code}) building {what}; its last lines:\n"
+                         + "\n".join(tail), hint="rerun with -v for make's whole output; the build needs a "
+                         "host C++ compiler (g++) and an nvcc that supports the architectures")
+    logger.info("make: done in %.1f s", time.perf_counter() - start)
+
+
+def _install(entry: Path, lib: Path, record: dict[str, Any]) -> None:
+    """Put ``lib`` and its ``build.json`` at ``entry`` by one rename (an older entry is replaced)."""
+    work = plugin_lib.cache_root() / "tmp"
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"plugin-{entry.name}-", dir=work))
+    old = work / f"old-{tmp.name}"
+    try:
+        shutil.copy2(lib, tmp / plugin_lib.LIB_NAME)
+        (tmp / plugin_lib.BUILD_INFO_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        replaced = entry.exists()
+        if replaced:
+            os.rename(entry, old)
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            if replaced:
+                os.rename(old, entry)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
+                 headers: str | os.PathLike[str] | None = None, headers_source: str | None = None,
+                 force: bool = False, jobs: int | None = None) -> BuildResult:
+    """Build (or find in the cache) the plugin library for a TensorRT release; see the module docstring.
+
+    Args:
+        tensorrt_version: the TensorRT to build for (default: the installed one).
+        archs: ``--arch`` values (default: the local GPUs').
+        headers: a folder holding ``NvInfer.h``, used as given (a cached library built with other
+            headers is rebuilt).
+        headers_source: where to fetch headers from (:func:`dcnconvert.backend.plugin.headers.fetch_headers`).
+        force: build even when the cache has the library (``make -B``: everything is recompiled).
+        jobs: make's ``-j`` (default: the number of CPUs).
+
+    Raises:
+        UsageError: no TensorRT version, no architecture, a bad value.
+        MissingDependencyError: no nvcc, no make, no plugin sources, no headers.
+        BuildError: make failed.
+        OutputError: the cache cannot be written.
+    """
+    started = time.perf_counter()
+    logger = log.get_logger(__name__)
+    trt = _tensorrt_version(tensorrt_version)
+    nvcc = find_nvcc()
+    arch_list = parse_archs(archs) if archs else gpu_archs()
+    _check_archs(arch_list, nvcc)
+    ptx = ptx_arch(arch_list)
+    sources = plugin_lib.plugin_sources()
+    digest = plugin_lib.source_hash(sources)
+    key = cache_key(trt, nvcc.version, arch_list, digest)
+    root = plugin_lib.cache_root().absolute()  # make runs in the plugin sources: no relative path
+    entry = root / "plugins" / key
+    given = plugin_headers.find_headers(trt, headers) if headers is not None else None
+
+    def hit() -> BuildResult | None:
+        record = None if force else _cached(entry, digest)
+        if record is not None and given is not None and record.get("headers_dir") != str(given.include_dir):
+            logger.info("the cached %s was built with the headers in %s, not --headers %s: rebuilding",
+                        entry.name, record.get("headers_dir"), given.include_dir)
+            return None
+        if record is None:
+            return None
+        logger.info("cache hit: %s (built %s; --force rebuilds it)", entry, record.get("created"))
+        return BuildResult.from_record(entry / plugin_lib.LIB_NAME, record, True,
+                                       time.perf_counter() - started)
+
+    found = hit()
+    if found is not None:
+        return found
+    make = shutil.which("make")
+    if make is None:
+        raise MissingDependencyError("make not found on PATH (the plugin's build rules are a Makefile)",
+                                     hint="install GNU make (e.g. apt-get install make)")
+    with _cache_errors(root):
+        hdr = given or plugin_headers.find_headers(trt, None, headers_source)
+    build_dir = root / "build" / f"cuda{nvcc.version}-{digest[:12]}"
+    glue = build_dir / "glue" / key
+    for path in (p for p in (sources, build_dir, hdr.include_dir, nvcc.path) if re.search(r"\s", str(p))):
+        raise UsageError(f"make cannot build with a path holding spaces: {path}", hint="set "
+                         f"{plugin_lib.CACHE_ENV_VAR} (the cache), or --headers, to a path without")
+    with _cache_errors(root), _locked(build_dir.with_name(build_dir.name + ".lock")):
+        found = hit()  # another process may have built it meanwhile
+        if found is not None:
+            return found
+        what = f"the plugin for TensorRT {trt}"
+        jobs = jobs or os.cpu_count() or 1
+        logger.info("building %s: headers %s (%s, %s), CUDA %s (%s), SASS %s + PTX %s, make -j%d; the CUDA "
+                    "core takes minutes per architecture the first time, later builds reuse it (%s)", what,
+                    hdr.version, hdr.include_dir, hdr.origin, nvcc.version, nvcc.path, " ".join(arch_list),
+                    ptx, jobs, build_dir)
+        _run_make([make, "-C", str(sources), f"-j{jobs}", *(["-B"] if force else []), "plugin-lib",
+                   f"TENSORRT_INCLUDE_DIR={hdr.include_dir}", f"CUDA_ARCHS={' '.join(arch_list)}",
+                   f"PTX_ARCH={ptx}", f"BUILD_DIR={build_dir}", f"PLUGIN_BUILD_DIR={glue}",
+                   f"NVCC={nvcc.path}"], nvcc.path, what)
+        lib = glue / plugin_lib.LIB_NAME
+        info = plugin_lib.library_build_info(lib)
+        if not lib.is_file() or version_tuple(info.get("tensorrt_headers", ""))[:1] != version_tuple(trt)[:1]:
+            raise BuildError(f"make succeeded but {lib} is missing or not built for TensorRT {trt} (its "
+                             f"build info: {info or 'none'})", hint="rerun with --force -v")
+        record = {"tensorrt_version": trt, "source_hash": digest, "headers_version": hdr.version,
+                  "headers_dir": str(hdr.include_dir), "headers_origin": hdr.origin,
+                  "cuda_version": nvcc.version, "nvcc": str(nvcc.path), "archs": list(arch_list),
+                  "ptx_arch": ptx, "key": key, "dcnconvert_version": __version__, "library_build_info": info,
+                  "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        _install(entry, lib, record)
+    return BuildResult.from_record(entry / plugin_lib.LIB_NAME, record, False, time.perf_counter() - started)

@@ -1,0 +1,314 @@
+"""Which plugin library to load, and why: the one built for the installed TensorRT's major version.
+
+A library built against the headers of one TensorRT major version registers nothing inside another
+(plugin_src/trt/registration.cpp), so the choice follows the TensorRT that will load it. The places
+looked at, in order:
+
+1. an explicit path (``--plugin-lib``), then ``$DCNCONVERT_PLUGIN_LIB``: used as given;
+2. a library built by ``dcnconvert plugin build`` in the user's cache folder
+   (:func:`cache_root`), for the same major version and the package's current plugin sources;
+3. the library the package carries for that major: ``dcnconvert/_lib/trt<major>/libdcnconvert_plugin.so``
+   (wheels carry one per major; ``make plugin`` puts one there in a source tree).
+
+The TensorRT version comes from the caller (the engine commands pass ``tensorrt.__version__``), else
+from the installed distributions' metadata (:func:`installed_tensorrt`, nothing is imported). Every
+library says what it was built for in a line compiled into it (:func:`library_build_info`).
+Loading happens in :mod:`dcnconvert.backend.trt.adapter`; this module only finds files and needs neither
+CUDA nor TensorRT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as metadata
+import json
+import mmap
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from dcnconvert import schema
+from dcnconvert.backend.trt.versions import version_tuple
+from dcnconvert.errors import PluginLoadError
+
+__all__ = ["BUILD_INFO_FILE", "CACHE_ENV_VAR", "ENV_VAR", "LIB_NAME", "PluginChoice", "bundled_libraries",
+           "cache_root", "cached_libraries", "choose_plugin_library", "find_plugin_library",
+           "installed_tensorrt", "library_build_info", "plugin_library_for_target", "plugin_sources",
+           "source_hash"]
+
+LIB_NAME = "libdcnconvert_plugin.so"
+ENV_VAR = "DCNCONVERT_PLUGIN_LIB"
+CACHE_ENV_VAR = "DCNCONVERT_CACHE_DIR"
+#: Written beside each library that ``dcnconvert plugin build`` puts in the cache.
+BUILD_INFO_FILE = "build.json"
+BUILD_HINT = (
+    "build one for the installed TensorRT with `dcnconvert plugin build` (needs nvcc), install a "
+    "dcnconvert wheel that carries it, or pass --plugin-lib PATH / set DCNCONVERT_PLUGIN_LIB"
+)
+
+#: Distributions that install a TensorRT Python module, in the order their version is trusted: the
+#: full TensorRT (what the engine commands import), then the lean and dispatch runtimes.
+TENSORRT_DISTRIBUTIONS = (
+    "tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu13-bindings", "tensorrt-cu12-bindings",
+    "tensorrt-lean", "tensorrt-lean-cu13", "tensorrt-lean-cu12", "tensorrt-lean-cu13-bindings",
+    "tensorrt-lean-cu12-bindings", "tensorrt-dispatch", "tensorrt-dispatch-cu13", "tensorrt-dispatch-cu12",
+    "tensorrt-dispatch-cu13-bindings", "tensorrt-dispatch-cu12-bindings",
+)
+
+_BUILD_INFO_TAG = b"dcnconvert-plugin-build-info: "
+_BUILD_INFO_RE = re.compile(re.escape(_BUILD_INFO_TAG) + rb"([ -~]*)\x00")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+# ----------------------------------------------------------------------------------------------
+# what is installed
+# ----------------------------------------------------------------------------------------------
+
+
+def _package_dir() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def bundled_libraries() -> dict[int, Path]:
+    """``{major: path}`` of the libraries the package carries (``_lib/trt<major>/``)."""
+    found = {}
+    lib_dir = _package_dir() / "_lib"
+    for sub in sorted(lib_dir.glob("trt*")) if lib_dir.is_dir() else []:
+        digits = sub.name[3:]
+        if digits.isdigit() and (sub / LIB_NAME).is_file():
+            found[int(digits)] = sub / LIB_NAME
+    return found
+
+
+def cache_root() -> Path:
+    """``$DCNCONVERT_CACHE_DIR``, else ``$XDG_CACHE_HOME/dcnconvert``, else ``~/.cache/dcnconvert``."""
+    env = os.environ.get(CACHE_ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "dcnconvert"
+
+
+def plugin_sources() -> Path:
+    """The plugin's sources: ``dcnconvert/_plugin_src`` in an installed package, else the source tree's
+    ``plugin_src/``.
+
+    Raises:
+        PluginLoadError: neither exists (a package installed without its sources).
+    """
+    for candidate in (_package_dir() / "_plugin_src", _package_dir().parent / "plugin_src"):
+        if (candidate / "Makefile").is_file() and (candidate / "trt" / "plugin.mk").is_file():
+            return candidate
+    raise PluginLoadError(
+        f"the plugin sources are not in this installation (looked for {_package_dir() / '_plugin_src'})",
+        hint="reinstall dcnconvert from a wheel or sdist of this version, or build from a source clone",
+    )
+
+
+#: What the plugin is compiled from (the Makefile has no suffix).
+_SOURCE_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".cpp", ".map", ".mk", ""})
+
+
+def _source_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _SOURCE_SUFFIXES)
+
+
+def source_hash(root: Path | None = None) -> str:
+    """SHA-256 over the plugin sources' relative paths and contents (the cache key's source part)."""
+    root = plugin_sources() if root is None else Path(root)
+    digest = hashlib.sha256()
+    for path in _source_files(root):
+        if "__pycache__" in path.parts:
+            continue
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def installed_tensorrt() -> tuple[str, str] | None:
+    """``(version, distribution)`` of the installed TensorRT Python package, or ``None``; imports nothing."""
+    for name in TENSORRT_DISTRIBUTIONS:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if version_tuple(version):
+            return version, name
+    return None
+
+
+def library_build_info(path: PathLike) -> dict[str, str]:
+    """What a plugin library says it was built for: ``tensorrt_headers``, ``cuda_runtime``, ``archs``.
+
+    Empty when the file carries no such line (not our library, or one from before the line existed).
+    """
+    try:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            match = _BUILD_INFO_RE.search(data)
+            line = bytes(match.group(1)).decode("ascii") if match is not None else ""
+    except (OSError, ValueError):
+        return {}
+    info: dict[str, str] = {}
+    for item in line.split(" ") if line else []:
+        key, sep, value = item.partition("=")
+        if sep:
+            info[key] = value
+        elif item and "archs" in info:  # the architecture list holds spaces
+            info["archs"] += " " + item
+    return info
+
+
+def _major_of_info(info: dict[str, str]) -> int | None:
+    parts = version_tuple(info.get("tensorrt_headers", ""))
+    return parts[0] if parts else None
+
+
+@dataclass(frozen=True)
+class CachedLibrary:
+    """A library built by ``dcnconvert plugin build``, from its ``build.json``."""
+
+    path: Path
+    info: dict[str, Any] = field(hash=False)
+
+    @property
+    def major(self) -> int | None:
+        parts = version_tuple(str(self.info.get("tensorrt_version", "")))
+        return parts[0] if parts else None
+
+
+def cached_libraries(sources_digest: str | None = None) -> list[CachedLibrary]:
+    """Libraries in the cache built from the sources with hash ``sources_digest`` (default: this
+    package's), newest first."""
+    root = cache_root() / "plugins"
+    if not root.is_dir():
+        return []
+    if sources_digest is None:
+        try:
+            sources_digest = source_hash()
+        except PluginLoadError:
+            return []
+    found = []
+    for info_path in root.glob(f"*/{BUILD_INFO_FILE}"):
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, ValueError):
+            continue
+        lib = info_path.parent / LIB_NAME
+        if isinstance(info, dict) and info.get("source_hash") == sources_digest and lib.is_file():
+            found.append((info_path.stat().st_mtime, CachedLibrary(lib, info)))
+    return [entry for _mtime, entry in sorted(found, key=lambda item: -item[0])]
+
+
+# ----------------------------------------------------------------------------------------------
+# the choice
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PluginChoice:
+    """The library to load, where it came from, and why."""
+
+    path: Path
+    origin: str  #: "--plugin-lib", "$DCNCONVERT_PLUGIN_LIB", "cache" or "bundled"
+    reason: str
+    tensorrt_version: str | None
+    library_major: int | None
+    build_info: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``plugin-path --json``)."""
+        return {"plugin_library": str(self.path), "origin": self.origin, "reason": self.reason,
+                "tensorrt_version": self.tensorrt_version, "library_tensorrt_major": self.library_major,
+                "build_info": dict(self.build_info)}
+
+
+def _given(path: Path, origin: str, trt: str | None, trt_origin: str) -> PluginChoice:
+    if not path.is_file():
+        raise PluginLoadError(f"the plugin library given by {origin} does not exist: {path}",
+                              hint=f"give the path of {LIB_NAME}; " + BUILD_HINT)
+    info = library_build_info(path)
+    major = _major_of_info(info)
+    wanted = version_tuple(trt)[0] if trt else None
+    if major is not None and wanted is not None and major != wanted:
+        raise PluginLoadError(
+            f"the plugin library given by {origin} ({path}) was built for TensorRT {major} "
+            f"(headers {info.get('tensorrt_headers')}), but {trt_origin} is TensorRT {trt}: it would "
+            "register nothing there",
+            hint=f"give the library built for TensorRT {wanted}; " + BUILD_HINT)
+    return PluginChoice(path.resolve(), origin, f"given by {origin}", trt, major, info)
+
+
+def choose_plugin_library(override: PathLike | None = None,
+                          tensorrt_version: str | None = None) -> PluginChoice:
+    """The plugin library for ``tensorrt_version`` (default: the installed TensorRT's), with the reason.
+
+    Raises:
+        PluginLoadError: the given library is missing or built for another major, or no library exists
+            for this TensorRT (exit code 4, with the ``plugin build`` hint).
+    """
+    if tensorrt_version:
+        trt, trt_origin = tensorrt_version, "the TensorRT in use"
+    else:
+        found = installed_tensorrt()
+        trt, trt_origin = (found[0], f"the installed {found[1]}") if found else (None, "")
+    if override:
+        return _given(Path(override), "--plugin-lib", trt, trt_origin)
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return _given(Path(env), f"${ENV_VAR}", trt, trt_origin)
+
+    bundled = bundled_libraries()
+    cached = cached_libraries()
+    if trt:
+        major = version_tuple(trt)[0]
+        # an entry built for exactly this version first, else the newest of the same major
+        same = sorted((e for e in cached if e.major == major),
+                      key=lambda e: str(e.info.get("tensorrt_version")) != trt)
+        if same:
+            entry = same[0]
+            built_for = entry.info.get("tensorrt_version")
+            return PluginChoice(entry.path, "cache", f"built by `dcnconvert plugin build` for TensorRT "
+                                f"{built_for}, the major version of {trt_origin} {trt}", trt, major,
+                                library_build_info(entry.path))
+        if major in bundled:
+            return PluginChoice(bundled[major], "bundled", f"carried by the package for TensorRT {major}, "
+                                f"the major version of {trt_origin} {trt}", trt, major,
+                                library_build_info(bundled[major]))
+        have = ", ".join(f"TensorRT {m}" for m in sorted(bundled)) or "none"
+        raise PluginLoadError(
+            f"no plugin library for TensorRT {major} ({trt_origin} {trt}): the package carries {have}, and "
+            f"the cache ({cache_root() / 'plugins'}) has none built from this version's sources",
+            hint=BUILD_HINT)
+    if bundled:
+        major = max(bundled)
+        return PluginChoice(bundled[major], "bundled", f"no TensorRT is installed; the package's library "
+                            f"for the newest major it carries (TensorRT {major})", None, major,
+                            library_build_info(bundled[major]))
+    if cached:
+        entry = cached[0]
+        return PluginChoice(entry.path, "cache", "no TensorRT is installed; the newest library built by "
+                            "`dcnconvert plugin build`", None, entry.major, library_build_info(entry.path))
+    raise PluginLoadError(
+        f"no plugin library: the package carries none ({_package_dir() / '_lib'}) and the cache "
+        f"({cache_root() / 'plugins'}) has none built from this version's sources", hint=BUILD_HINT)
+
+
+def find_plugin_library(override: PathLike | None = None, tensorrt_version: str | None = None) -> Path:
+    """The path of :func:`choose_plugin_library`'s choice."""
+    return choose_plugin_library(override, tensorrt_version).path
+
+
+def plugin_library_for_target(target: str | schema.Target, override: PathLike | None = None,
+                              tensorrt_version: str | None = None) -> Path | None:
+    """The library a target needs: ours for ``dcnconvert``; none for ``trt-builtin`` unless given.
+
+    Raises:
+        PluginLoadError: the library is needed (or given) and missing.
+    """
+    tgt = schema.TARGETS[target] if isinstance(target, str) else target
+    if tgt.needs_plugin_library or override:
+        return choose_plugin_library(override, tensorrt_version).path
+    return None

@@ -1,0 +1,115 @@
+"""TensorRT versions: what each one offers, and the table of TensorRT names dcnconvert uses.
+
+Pure data and version parsing; no TensorRT import (that is :mod:`dcnconvert.backend.trt.adapter`'s job).
+:func:`api_for` maps a ``tensorrt.__version__`` to a :class:`TrtApi`:
+
+* TensorRT 10: FP16/BF16 builder flags exist (``precision_path="builder-flag"``); strong typing is
+  opt-in; plugin creators are looked up with ``get_creator`` (any creator interface, our IPluginV3
+  one included) and then ``get_plugin_creator`` (legacy IPluginCreator), listed with
+  ``all_creators`` / ``plugin_creator_list``.
+* TensorRT 11: no FP16/BF16/INT8 builder flags (the graph itself is cast, ``"graph-cast"``), every
+  network is strongly typed, ``get_plugin_creator`` / ``plugin_creator_list`` are gone.
+
+:data:`TRT_API` lists every TensorRT name that ``trt_adapter.py`` uses with the major versions
+whose code path uses it; ``tests/test_trt_adapter.py`` checks it against that module's source and
+the TensorRT 10 stubs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dcnconvert.errors import MissingDependencyError
+
+#: The exact install command for TensorRT's Python package.
+INSTALL_COMMAND = "pip install 'dcnconvert[trt]'"
+INSTALL_HINT = (
+    f"install TensorRT on a machine with an NVIDIA GPU: {INSTALL_COMMAND} (the 'tensorrt' wheels; "
+    "where they cannot download their libraries, use NVIDIA's own package index as its TensorRT "
+    "installation guide describes)"
+)
+#: Oldest TensorRT dcnconvert supports.
+MIN_VERSION = (10, 3)
+
+#: TensorRT names that :mod:`dcnconvert.backend.trt.adapter` uses -> the major versions whose code
+#: path uses them.
+#: ``Class.member`` for members, a bare name for module attributes. Names used only through
+#: Polygraphy on our behalf (builder flags, the strongly-typed creation flag) are listed too.
+TRT_API: dict[str, tuple[int, ...]] = {
+    "__version__": (10, 11),
+    "get_plugin_registry": (10, 11),
+    "init_libnvinfer_plugins": (10, 11),
+    "IPluginRegistry.get_creator": (10, 11),
+    "IPluginRegistry.get_plugin_creator": (10,),
+    "IPluginRegistry.all_creators": (10, 11),
+    "IPluginRegistry.load_library": (10, 11),
+    "IPluginRegistry.plugin_creator_list": (10,),
+    "IPluginCreatorV3One.name": (10, 11),
+    "IPluginCreatorV3One.plugin_version": (10, 11),
+    "IPluginCreatorV3One.plugin_namespace": (10, 11),
+    "MemoryPoolType.WORKSPACE": (10, 11),
+    "IProgressMonitor": (10, 11),
+    "IProgressMonitor.phase_start": (10, 11),
+    "IProgressMonitor.step_complete": (10, 11),
+    "IProgressMonitor.phase_finish": (10, 11),
+    "ICudaEngine.num_io_tensors": (10, 11),
+    "ICudaEngine.get_tensor_name": (10, 11),
+    "ICudaEngine.get_tensor_mode": (10, 11),
+    "ICudaEngine.get_tensor_shape": (10, 11),
+    "ICudaEngine.get_tensor_dtype": (10, 11),
+    "ICudaEngine.get_tensor_profile_shape": (10, 11),
+    "ICudaEngine.num_optimization_profiles": (10, 11),
+    "TensorIOMode.INPUT": (10, 11),
+    # through Polygraphy: CreateConfig(fp16=True / bf16=True), NetworkFromOnnxPath(strongly_typed=True)
+    "BuilderFlag.FP16": (10,),
+    "BuilderFlag.BF16": (10,),
+    "NetworkDefinitionCreationFlag.STRONGLY_TYPED": (10,),
+}
+
+#: Names TensorRT 11 removed; no name here may be on the 11 code path (checked by the tests).
+TRT11_REMOVED = frozenset({
+    "BuilderFlag.FP16", "BuilderFlag.BF16", "BuilderFlag.INT8",
+    "IPluginRegistry.get_plugin_creator", "IPluginRegistry.plugin_creator_list",
+})
+
+
+@dataclass(frozen=True)
+class TrtApi:
+    """What one TensorRT version offers (see the module docstring)."""
+
+    version: str
+    major: int
+    precision_flags: bool
+    always_strongly_typed: bool
+    creator_lookup: tuple[str, ...]
+    creator_listing: tuple[str, ...]
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """The leading numeric parts of a version string (``"10.16.0.post1"`` -> ``(10, 16, 0)``)."""
+    parts = []
+    for piece in str(version).split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def api_for(version: str) -> TrtApi:
+    """The :class:`TrtApi` of TensorRT ``version`` (e.g. ``"10.16.0"``, ``"11.1.0.5"``).
+
+    Raises:
+        MissingDependencyError: an unreadable version or one older than :data:`MIN_VERSION`.
+    """
+    parts = version_tuple(version)
+    if not parts or parts[:2] < MIN_VERSION:
+        raise MissingDependencyError(
+            f"TensorRT {version or '(unknown version)'} is not supported; dcnconvert needs TensorRT >= "
+            f"{MIN_VERSION[0]}.{MIN_VERSION[1]}",
+            hint=f"upgrade TensorRT: {INSTALL_COMMAND} --upgrade",
+        )
+    if parts[0] >= 11:
+        return TrtApi(version, parts[0], False, True, ("get_creator",), ("all_creators",))
+    return TrtApi(version, parts[0], True, False, ("get_creator", "get_plugin_creator"),
+                  ("all_creators", "plugin_creator_list"))

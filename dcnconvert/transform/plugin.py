@@ -1,0 +1,408 @@
+"""Rewrite every deformable convolution into the ``ModulatedDeformConv2d`` plugin node.
+
+How it works:
+
+1. A weight-less :func:`~dcnconvert.model.io.skeleton` of the model is shape-inferred and matched
+   (:mod:`dcnconvert.match.finder`); every DCN node is validated for the target
+   (:mod:`dcnconvert.match.validate`)
+   before anything changes. The first problem is raised (its message counts the others).
+2. The skeleton is imported with onnx-graphsurgeon; for each node to convert, the replacement is
+   built there: an optional zero ``Pad`` of x (asymmetric pads), the mask (a ``Slice`` +
+   ``Sigmoid`` of combined logits, or a ones tensor ``ConstantOfShape(Shape(offset)[0], dg*kh*kw,
+   Shape(offset)[2:4])`` for DCNv1, which follows dynamic batch and spatial dims), and the plugin
+   node with the original node's name and output tensor.
+3. The new nodes are exported and spliced into the output model at the original node's position;
+   everything else (other nodes, graph inputs/outputs, initializers, value_info, opsets, IR
+   version, metadata, doc strings) is left exactly as it was. Our domain is added to opset_import.
+
+A model whose nodes are already in plugin form for the target is returned unchanged; plugin nodes
+for the other target are retargeted. ``allow_tf32=True`` puts ``allow_tf32 = 1`` on every node;
+without it the attribute is never added, and a node that has it keeps it (dropped, with a warning,
+for a target without the field). Op types that only look like a DCN (``"unknown"`` form) are
+skipped with a warning; a recognised form that cannot be converted raises. A caller's ``keep``
+predicate can leave chosen recognised nodes exactly as they are (neither validated nor converted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import onnx
+import onnx_graphsurgeon as gs
+from onnx import helper
+from onnx_graphsurgeon.exporters.onnx_exporter import OnnxExporter
+
+from dcnconvert import schema
+from dcnconvert.errors import ModelError, NoMatchError, UnsupportedNodeError
+from dcnconvert.match.finder import DcnMatch, find_dcn_nodes, graph_info, infer_shapes_safely
+from dcnconvert.match.validate import resolve_target, validate_matches
+from dcnconvert.model import check as model_check
+from dcnconvert.model import io as onnx_io
+from dcnconvert.model.opsets import opset_version
+
+LOG = logging.getLogger("dcnconvert.transform.plugin")
+
+#: Default-domain opset added when a model imports none and helper nodes are needed.
+FALLBACK_OPSET = 13
+
+
+@dataclass
+class RewriteReport:
+    """What :func:`rewrite_model` did.
+
+    Attributes:
+        target: name of the target.
+        allow_tf32: whether ``allow_tf32 = 1`` was asked for.
+        matches: every DCN node found (see :class:`~dcnconvert.match.finder.DcnMatch`).
+        rewritten: names (labels) of the nodes replaced or retargeted.
+        unchanged: names of nodes already in plugin form for the target.
+        skipped: (name, reason) of nodes left alone (unknown DCN-like op types, or nodes the
+            caller's ``keep`` predicate kept).
+        warnings: messages for the user.
+    """
+
+    target: str
+    allow_tf32: bool = False
+    matches: list[DcnMatch] = field(default_factory=list)
+    rewritten: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "allow_tf32": self.allow_tf32,
+            "matches": [m.to_dict() for m in self.matches],
+            "rewritten": list(self.rewritten),
+            "unchanged": list(self.unchanged),
+            "skipped": [{"node": n, "reason": r} for n, r in self.skipped],
+            "warnings": list(self.warnings),
+        }
+
+
+class _Names:
+    """Unique names for new nodes and tensors."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.used: set[str] = set()
+
+        def walk(graph: onnx.GraphProto) -> None:
+            self.used.update(t.name for t in graph.initializer)
+            self.used.update(v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info))
+            for node in graph.node:
+                self.used.add(node.name)
+                self.used.update(node.input)
+                self.used.update(node.output)
+                for attr in node.attribute:
+                    for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                        walk(sub)
+
+        walk(model.graph)
+
+    def __call__(self, base: str) -> str:
+        name, count = base, 1
+        while name in self.used:
+            name = f"{base}_{count}"
+            count += 1
+        self.used.add(name)
+        return name
+
+
+class _Builder:
+    """Builds the replacement of one node in a graphsurgeon graph."""
+
+    def __init__(self, graph: gs.Graph, names: _Names, opset: int, dtypes: dict[str, int]):
+        self.graph = graph
+        self.names = names
+        self.opset = opset
+        self.dtypes = dtypes
+        self.tensors = graph.tensors()
+        self.nodes: list[gs.Node] = []
+
+    def const(self, base: str, values: np.ndarray) -> gs.Constant:
+        return gs.Constant(self.names(base), values)
+
+    def node(self, op: str, base: str, inputs, attrs=None, n_out: int = 1) -> list[gs.Variable]:
+        outs = [gs.Variable(self.names(f"{base}_out" if n_out == 1 else f"{base}_out{i}"))
+                for i in range(n_out)]
+        self.nodes.append(gs.Node(op=op, name=self.names(base), attrs=attrs or {}, inputs=list(inputs),
+                                  outputs=outs))
+        return outs
+
+    def pad(self, base: str, x: gs.Tensor, prepad: tuple[int, int, int, int]) -> gs.Tensor:
+        hb, wb, he, we = prepad
+        pads = [0, 0, hb, wb, 0, 0, he, we]
+        if self.opset >= 11:
+            pads_const = self.const(f"{base}/dcnconvert_pads", np.array(pads, np.int64))
+            return self.node("Pad", f"{base}/dcnconvert_pad", [x, pads_const], {"mode": "constant"})[0]
+        return self.node("Pad", f"{base}/dcnconvert_pad", [x],
+                         {"mode": "constant", "pads": pads, "value": 0.0})[0]
+
+    def channel_slice(self, base: str, data: gs.Tensor, start: int, end: int) -> gs.Tensor:
+        if self.opset >= 10:
+            inputs = [data] + [self.const(f"{base}_{k}", np.array([v], np.int64)) for k, v in
+                               (("starts", start), ("ends", end), ("axes", 1))]
+            return self.node("Slice", base, inputs)[0]
+        return self.node("Slice", base, [data], {"starts": [start], "ends": [end], "axes": [1]})[0]
+
+    def ones_mask(self, base: str, offset: gs.Tensor, channels: int | None, dtype: int,
+                  static_shape: list[int] | None) -> gs.Tensor:
+        """Ones of shape [N, dg*kh*kw, oH, oW] following the offset's (possibly dynamic) shape."""
+        if self.opset < 9:
+            if static_shape is None or channels is None:
+                raise UnsupportedNodeError(
+                    f"a DCNv1 node needs a mask of ones; with default-domain opset {self.opset} (< 9, no "
+                    "ConstantOfShape) this needs a static offset shape",
+                    hint="re-export the model with opset >= 9 or with static shapes",
+                )
+            shape = [static_shape[0], channels, static_shape[2], static_shape[3]]
+            values = np.ones(shape, helper.tensor_dtype_to_np_dtype(dtype))
+            return self.const(f"{base}/dcnconvert_ones_mask", values)
+        shape = self.node("Shape", f"{base}/dcnconvert_offset_shape", [offset])[0]
+        batch = self.node("Gather", f"{base}/dcnconvert_batch",
+                          [shape, self.const(f"{base}/dcnconvert_idx0", np.array([0], np.int64))],
+                          {"axis": 0})[0]
+        spatial = self.node("Gather", f"{base}/dcnconvert_spatial",
+                            [shape, self.const(f"{base}/dcnconvert_idx23", np.array([2, 3], np.int64))],
+                            {"axis": 0})[0]
+        if channels is not None:
+            chan = self.const(f"{base}/dcnconvert_mask_channels", np.array([channels], np.int64))
+        else:  # kernel unknown: mask channels = offset channels / 2
+            off_c = self.node("Gather", f"{base}/dcnconvert_offset_channels",
+                              [shape, self.const(f"{base}/dcnconvert_idx1", np.array([1], np.int64))],
+                              {"axis": 0})[0]
+            chan = self.node("Div", f"{base}/dcnconvert_mask_channels",
+                             [off_c, self.const(f"{base}/dcnconvert_two", np.array([2], np.int64))])[0]
+        mask_shape = self.node("Concat", f"{base}/dcnconvert_mask_shape", [batch, chan, spatial],
+                               {"axis": 0})[0]
+        one = helper.make_tensor("value", dtype, [1], [1])
+        return self.node("ConstantOfShape", f"{base}/dcnconvert_ones_mask", [mask_shape], {"value": one})[0]
+
+
+def _dtype(match: DcnMatch, info_dtypes: dict[str, int], warnings: list[str]) -> int:
+    for role in ("offset", "offset_mask", "x", "weight"):
+        name = match.inputs.get(role)
+        if name and info_dtypes.get(name):
+            return info_dtypes[name]
+    warnings.append(f"node '{match.label}': element type unknown; the ones mask is float32")
+    return onnx.TensorProto.FLOAT
+
+
+def _tf32_for(match: DcnMatch, target: schema.Target, allow_tf32: bool) -> bool:
+    """``allow_tf32`` of the node written for ``match``: asked for or already there, if the target has it."""
+    return target.has_allow_tf32 and (allow_tf32 or (match.attrs is not None and match.attrs.allow_tf32))
+
+
+def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
+             shapes: dict[str, list | None], warnings: list[str], allow_tf32: bool) -> list[gs.Node]:
+    """Build the plugin node (and helpers) for ``match`` in place of ``old``."""
+    builder.nodes = []
+    t = builder.tensors
+    base = match.node_name or match.output or "dcn"
+    x = t[match.inputs["x"]]
+    if match.prepad:
+        x = builder.pad(base, x, match.prepad)
+    dg_k = match.attrs.deformable_group * match.kernel[0] * match.kernel[1] if match.kernel else None
+    if match.mask_kind == "logits":
+        if dg_k is None:
+            raise UnsupportedNodeError(
+                f"node '{match.label}': kernel size unknown, cannot split the offset/mask logits",
+                hint="give the weight a static shape (an initializer)", node=match.label)
+        om = t[match.inputs["offset_mask"]]
+        offset = builder.channel_slice(f"{base}/dcnconvert_offset", om, 0, 2 * dg_k)
+        logits = builder.channel_slice(f"{base}/dcnconvert_mask_logits", om, 2 * dg_k, 3 * dg_k)
+        mask = builder.node("Sigmoid", f"{base}/dcnconvert_mask", [logits])[0]
+    else:
+        offset = t[match.inputs["offset"]]
+        if match.mask_kind == "ones":
+            static = shapes.get("offset")
+            static = static if static and all(isinstance(d, int) for d in static) else None
+            mask = builder.ones_mask(base, offset, dg_k, _dtype(match, builder.dtypes, warnings), static)
+        else:
+            mask = t[match.inputs["mask"]]
+    inputs = [x, offset, mask, t[match.inputs["weight"]]]
+    if "bias" in match.inputs:
+        inputs.append(t[match.inputs["bias"]])
+    outputs = list(old.outputs)
+    old.inputs.clear()
+    old.outputs.clear()
+    plugin = gs.Node(
+        op=schema.PLUGIN_NAME,
+        name=match.node_name,
+        domain=schema.PLUGIN_DOMAIN,
+        attrs=replace(match.attrs, allow_tf32=_tf32_for(match, target, allow_tf32)).node_attrs(target),
+        inputs=inputs,
+        outputs=outputs,
+    )
+    return builder.nodes + [plugin]
+
+
+def rewrite_model(
+    model: onnx.ModelProto,
+    target: schema.Target | str = schema.DEFAULT_TARGET,
+    *,
+    require_match: bool = False,
+    inplace: bool = False,
+    keep: Callable[[DcnMatch], bool] | None = None,
+    allow_tf32: bool = False,
+) -> tuple[onnx.ModelProto, RewriteReport]:
+    """Replace every DCN node of ``model`` by a ``ModulatedDeformConv2d`` plugin node.
+
+    Args:
+        model: the model (with its weights loaded).
+        target: ``"dcnconvert"`` (default, our bundled plugin) or ``"trt-builtin"``, or a Target.
+        require_match: raise :class:`NoMatchError` when there is no DCN node.
+        inplace: reuse ``model``'s memory for the result (the input object is then the result);
+            with the default ``False`` the input is left untouched and the result is a copy.
+        keep: called with the match of every recognised DCN node; a node for which it returns True
+            is left exactly as it is (neither validated nor converted) and listed in
+            ``report.skipped``. Kept nodes still count as DCN nodes for ``require_match``.
+        allow_tf32: write ``allow_tf32 = 1`` on every plugin node: FLOAT32 layers of our plugin may
+            then use TF32 math (FLOAT16/BFLOAT16 ignore it). Only for a target whose plugin has the
+            field (``dcnconvert``).
+
+    Returns:
+        (the rewritten model, a :class:`RewriteReport`).
+
+    Raises:
+        ValidationError: a DCN node with invalid attributes or inconsistent shapes.
+        UnsupportedNodeError: a DCN node that cannot be converted (or not for ``target``).
+        NoMatchError: no DCN node and ``require_match``.
+        UsageError: unknown target, or ``allow_tf32`` for a target without the field.
+        ModelError: a graph TensorRT's parser refuses (:func:`dcnconvert.model.check.check_model`).
+    """
+    target = resolve_target(target)
+    if allow_tf32 and not target.has_allow_tf32:
+        raise schema.tf32_target_error(target, "allow_tf32=True")
+    report = RewriteReport(target=target.name, allow_tf32=bool(allow_tf32))
+    model_check.check_model(model, warn=False, second_opinion=False)  # a ModelProto from a library caller
+    light = onnx_io.skeleton(model)
+    info = graph_info(light, infer_shapes_safely(light))
+    matches = find_dcn_nodes(light, info=info)
+    report.matches = matches
+    known = [m for m in matches if m.form != "unknown"]
+    for m in matches:
+        if m.form == "unknown":
+            report.skipped.append((m.label, m.reason or "unknown form"))
+            report.warnings.append(f"node '{m.label}' ({m.op_type}) left as is: {m.reason}")
+    if not known:
+        message = "no deformable convolution found in the model"
+        if require_match:
+            raise NoMatchError(message, hint="check the model, or drop --require-match")
+        report.warnings.append(message + "; nothing to rewrite")
+    if keep is not None:
+        flags = [bool(keep(m)) for m in known]
+        report.skipped += [(m.label, "kept as is (keep)") for m, k in zip(known, flags, strict=True) if k]
+        known = [m for m, k in zip(known, flags, strict=True) if not k]
+    validate_matches(known, target)
+    work = []
+    for m in known:
+        had_tf32 = m.attrs is not None and m.attrs.allow_tf32
+        if (m.form == "dcnconvert.ModulatedDeformConv2d" and m.node_target == target.name
+                and had_tf32 == _tf32_for(m, target, allow_tf32)):
+            report.unchanged.append(m.label)
+        else:
+            work.append(m)
+            if had_tf32 and not target.has_allow_tf32:
+                report.warnings.append(
+                    f"node '{m.label}': {schema.ATTR_ALLOW_TF32} = 1 dropped: the plugin of --target "
+                    f"{target.name} has no such field")
+    out = model if inplace else _copy(model)
+    if not work:
+        return out, report
+
+    opset = info.opset or FALLBACK_OPSET
+    builder = _Builder(_import(light), _Names(light), opset, info.dtypes)
+    replacements: dict[int, list[onnx.NodeProto]] = {}
+    new_initializers: list[onnx.TensorProto] = []
+    for m in work:
+        old = builder.graph.nodes[m.index]
+        new_nodes = _replace(builder, m, target, old, m.shapes, report.warnings, allow_tf32)
+        replacements[m.index] = [OnnxExporter.export_node(n) for n in new_nodes]
+        for n in new_nodes:
+            for tensor in n.inputs:
+                if isinstance(tensor, gs.Constant) and tensor.name not in info.initializers:
+                    new_initializers.append(OnnxExporter.export_tensor_proto(tensor))
+        report.rewritten.append(m.label)
+        LOG.info("rewrote %s (%s) -> %s", m.label, m.form, schema.PLUGIN_NAME)
+
+    _splice(out, replacements, new_initializers, needs_default_opset=info.opset == 0, report=report)
+    _check(light, out, report)
+    return out, report
+
+
+@contextlib.contextmanager
+def _gs_output_to_log():
+    """onnx-graphsurgeon prints its warnings on stdout; keep stdout for results (``--json``)."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        yield
+    text = buffer.getvalue().strip()
+    if text:
+        LOG.debug("onnx-graphsurgeon: %s", text)
+
+
+def _import(light: onnx.ModelProto) -> gs.Graph:
+    """The skeleton as a graphsurgeon graph whose ``nodes[i]`` is ``light.graph.node[i]``."""
+    with _gs_output_to_log():
+        graph = gs.import_onnx(light)
+    if len(graph.nodes) != len(light.graph.node):  # pragma: no cover - graphsurgeon keeps node order
+        raise ModelError("internal: graphsurgeon changed the node list", hint="report this as a bug")
+    return graph
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def _splice(out: onnx.ModelProto, replacements: dict[int, list[onnx.NodeProto]],
+            initializers: list[onnx.TensorProto], needs_default_opset: bool, report: RewriteReport) -> None:
+    nodes = out.graph.node
+    for index in sorted(replacements, reverse=True):
+        doc = nodes[index].doc_string
+        del nodes[index]
+        for offset, new in enumerate(replacements[index]):
+            if new.op_type == schema.PLUGIN_NAME and doc:
+                new.doc_string = doc
+            nodes.insert(index + offset, new)
+    seen = set()
+    for tensor in initializers:
+        if tensor.name not in seen:
+            out.graph.initializer.append(tensor)
+            seen.add(tensor.name)
+    domains = {entry.domain: entry for entry in out.opset_import}
+    if schema.PLUGIN_DOMAIN not in domains:
+        out.opset_import.append(helper.make_opsetid(schema.PLUGIN_DOMAIN, schema.PLUGIN_DOMAIN_VERSION))
+    elif domains[schema.PLUGIN_DOMAIN].version != schema.PLUGIN_DOMAIN_VERSION:
+        report.warnings.append(
+            f"opset_import has domain '{schema.PLUGIN_DOMAIN}' version "
+            f"{domains[schema.PLUGIN_DOMAIN].version}; kept"
+        )
+    helpers_added = any(n.domain == "" for new in replacements.values() for n in new)
+    if needs_default_opset and helpers_added and opset_version(out) is None:
+        out.opset_import.append(helper.make_opsetid("", FALLBACK_OPSET))
+        report.warnings.append(f"the model imported no default ONNX opset; added version {FALLBACK_OPSET}")
+
+
+def _check(original_light: onnx.ModelProto, out: onnx.ModelProto, report: RewriteReport) -> None:
+    """onnx.checker on the weight-less result; an input that already failed only gives a warning."""
+    try:
+        onnx_io.check_skeleton(onnx_io.skeleton(out, 0))
+    except onnx.checker.ValidationError as exc:
+        try:
+            onnx_io.check_skeleton(original_light)
+        except onnx.checker.ValidationError as before:
+            report.warnings.append(f"onnx.checker rejects the model (already before the rewrite): {before}")
+            return
+        raise ModelError(
+            f"internal error: the rewritten model fails onnx.checker: {exc}",
+            hint="report this as a bug with the model's `dcnconvert inspect --json` output",
+        ) from None

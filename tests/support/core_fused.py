@@ -1,0 +1,104 @@
+"""The fused kernel's tuning helpers of the core binding (:mod:`support.core`): algo codes
+that force a tile and a K split count, the host-only choice AUTO makes (``dcnFusedChoice``), the
+tile count. Tests and benchmarks import it as ``core_fused``, beside the binding as ``core``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from support import core as _c
+
+__all__ = ["H200_DEVICE", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count"]
+
+
+def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
+    """The ``DcnParams.algo`` code that forces fused tile ``tile`` with its K range split ``splits`` ways,
+    or (``tail_splits`` > 1) unsplit on the first half of the pixel tiles and split ``tail_splits``
+    ways on the rest: the split tail AUTO runs where the last wave of blocks is partial.
+
+    Raises:
+        ValueError: ``splits`` or ``tail_splits`` outside ``1..MAX_SPLITS``, both above 1, or a
+            negative tile.
+    """
+    if tile < 0 or not 1 <= splits <= _c.MAX_SPLITS or not 1 <= tail_splits <= _c.MAX_SPLITS:
+        raise ValueError(
+            f"fused_algo(tile={tile}, splits={splits}, tail_splits={tail_splits}): need tile >= 0 and "
+            f"1 <= splits, tail_splits <= {_c.MAX_SPLITS}"
+        )
+    if splits > 1 and tail_splits > 1:
+        raise ValueError(
+            f"fused_algo(tile={tile}): a K split ({splits}) and a split tail ({tail_splits}) are exclusive"
+        )
+    split_code = _c.ALGO_SPLIT_STEP * (splits - 1)
+    return _c.ALGO_FUSED_TILE + tile + split_code + _c.ALGO_TAIL_STEP * (tail_splits - 1)
+
+
+# An H200: 132 SMs, 227 KiB of opt-in shared memory per block, compute capability 9.0.
+H200_DEVICE = (132, 232448, 9)
+
+
+def fused_choice(
+    params: Any, device: tuple[int, int, int] = H200_DEVICE, lib: ctypes.CDLL | None = None
+) -> tuple[int, int] | None:
+    """``dcnFusedChoice``: the fused ``(tile, splits)`` AUTO runs for ``params`` on ``device``.
+
+    Args:
+        params: the problem.
+        device: ``(SM count, opt-in shared memory bytes per block, compute capability major)``.
+        lib: the loaded library (default :func:`load`).
+
+    Returns:
+        ``(tile, splits)``, or None where no fused tile takes the problem (AUTO runs the simple kernel).
+
+    Raises:
+        ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
+    """
+    lib = lib or _c.load()
+    tile, splits = ctypes.c_int32(-1), ctypes.c_int32(0)
+    buf = ctypes.create_string_buffer(_c._MSG_LEN)
+    sms, smem, cc = device
+    status = int(
+        lib.dcnFusedChoice(
+            ctypes.byref(params), sms, smem, cc, ctypes.byref(tile), ctypes.byref(splits), buf, _c._MSG_LEN
+        )
+    )
+    if status == _c.UNSUPPORTED:
+        return None
+    if status != _c.SUCCESS:
+        _c._raise_status(status, buf.value.decode("utf-8", "replace"))
+    return int(tile.value), int(splits.value)
+
+
+def fused_split_tail(
+    params: Any, device: tuple[int, int, int] = H200_DEVICE, lib: ctypes.CDLL | None = None
+) -> tuple[int, int, int, int] | None:
+    """``dcnFusedSplitTail``: :func:`fused_choice` and its split tail, ``(tile, splits, tail tiles,
+    tail splits)``: AUTO runs the last ``tail tiles`` pixel tiles with K split ``tail splits`` ways
+    as a second launch ((0, 1): no split tail). None where no fused tile takes the problem.
+
+    Raises:
+        ValidationError: ``kDCN_INVALID_ARGUMENT`` (the message names the field).
+    """
+    lib = lib or _c.load()
+    out = [ctypes.c_int32(v) for v in (-1, 0, 0, 1)]
+    buf = ctypes.create_string_buffer(_c._MSG_LEN)
+    sms, smem, cc = device
+    status = int(
+        lib.dcnFusedSplitTail(
+            ctypes.byref(params), sms, smem, cc, *(ctypes.byref(v) for v in out), buf, _c._MSG_LEN
+        )
+    )
+    if status == _c.UNSUPPORTED:
+        return None
+    if status != _c.SUCCESS:
+        _c._raise_status(status, buf.value.decode("utf-8", "replace"))
+    tile, splits, tail_tiles, tail_splits = (int(v.value) for v in out)
+    return tile, splits, tail_tiles, tail_splits
+
+
+def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:
+    """``dcnFusedTileCount``: tile configurations of the fused kernel (``ALGO_FUSED_TILE + i``)."""
+    lib = lib or _c.load()
+    return int(lib.dcnFusedTileCount())
