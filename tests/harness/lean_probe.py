@@ -1,8 +1,8 @@
 """Drives the plugin library inside a real TensorRT runtime (``tensorrt_lean_bindings``), as the ONNX
 parser and the engine deserializer would, and prints what happened as one JSON object on stdout.
 
-Run by ``tests/test_trt_lean.py`` in a subprocess whose ``PYTHONPATH`` holds one lean runtime (a
-folder made by ``pip install --target``), so that each TensorRT version gets a process of its own and
+Run by ``tests/backend/plugin/test_lean_runtimes.py`` in a subprocess whose ``PYTHONPATH`` holds one
+lean runtime (a folder made by ``pip install --target``), so that each TensorRT version gets a process of its own and
 a crash is seen as an exit status, never as the test process dying. Usage::
 
     python lean_probe.py SPEC.json

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the plugin harness on a GPU machine: builds the plugin + harness against every TensorRT header
 # folder in TENSORRT_INCLUDE_DIR (os.pathsep-separated), runs the CPU and GPU harness tests, the
-# contract tests and the lean-runtime tier (tests/test_trt_lean.py; runtimes from
+# contract tests and the lean-runtime tier (tests/backend/plugin/test_lean_runtimes.py; runtimes from
 # $DCNCONVERT_TRT_LEAN_DIRS, see tests/conftest.py) with pytest, the GPU harness once under
 # compute-sanitizer, and (unless RUN_DEVICE_FAT=0) `make plugin` for the wheels' architectures.
 # Logs go to ${OUT:-build/device-logs}.
@@ -23,7 +23,7 @@ status=0
 } > "$OUT/environment.txt" 2>&1
 
 python3 -m pytest -v -rA -s -p no:cacheprovider tests/test_plugin_harness.py tests/test_plugin_contract.py \
-    tests/test_trt_lean.py \
+    tests/backend/plugin/test_lean_runtimes.py \
     > "$OUT/pytest.log" 2>&1 || status=1
 tail -n 40 "$OUT/pytest.log"
 

@@ -11,7 +11,7 @@ plugin-registry methods) is :func:`~dcnconvert.backend.trt.versions.api_for`'s a
 
 :data:`~dcnconvert.backend.trt.versions.TRT_API` lists every TensorRT name this module uses, with the major
 versions that use it; :data:`TRT_OBJECTS` names the local variables that hold TensorRT objects.
-``tests/test_trt_adapter.py`` reads this module's source and checks both tables against the
+``tests/backend/trt/test_adapter.py`` reads this module's source and checks both tables against the
 TensorRT 10.x Python API as published in the ``tensorrt-stubs`` wheel, and that no name removed in
 11 is on the 11 code path.
 """

@@ -11,7 +11,7 @@ Pure data and version parsing; no TensorRT import (that is :mod:`dcnconvert.back
   network is strongly typed, ``get_plugin_creator`` / ``plugin_creator_list`` are gone.
 
 :data:`TRT_API` lists every TensorRT name that ``trt_adapter.py`` uses with the major versions
-whose code path uses it; ``tests/test_trt_adapter.py`` checks it against that module's source and
+whose code path uses it; ``tests/backend/trt/test_adapter.py`` checks it against that module's source and
 the TensorRT 10 stubs.
 """
 

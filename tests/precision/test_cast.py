@@ -330,7 +330,7 @@ class TestErrors:
             fp16.cast_model(model, "fp16")
 
 
-SAMPLE_FILES = sorted((Path(__file__).resolve().parents[1] / "sample_models").glob("*.onnx"))
+SAMPLE_FILES = sorted((Path(__file__).resolve().parents[2] / "sample_models").glob("*.onnx"))
 
 
 def _feeds_for(model: onnx.ModelProto, seed: int) -> dict:

@@ -7,11 +7,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from support.evaluate import BACKENDS, is_plugin_node, run_model
-from support.reference import modulated_deform_conv2d
 
 from dcnconvert import schema
 from dcnconvert.errors import ModelError, UsageError
+from support.evaluate import BACKENDS, is_plugin_node, run_model
+from support.reference import modulated_deform_conv2d
 
 KH = KW = 3
 

@@ -1,8 +1,8 @@
 """The engine commands (build, convert, verify, plugin-path): exit codes, the --json contract, files.
 
 Without TensorRT (this machine, CI) they stop with exit code 4 naming the missing piece and the install
-command. With the fake adapter of ``test_build.py`` installed in place of the TensorRT calls, the whole
-command flow runs on the CPU (the fake "engine" is the parsed ONNX, run by the NumPy/ONNX reference).
+command. With the fake adapter of ``support/fake_trt.py`` installed in place of the TensorRT calls,
+the whole command flow runs on the CPU (the fake "engine" is the parsed ONNX, run by the NumPy/ONNX reference).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 from support import samples
-from test_build import FakeAdapter
+from support.fake_trt import FakeAdapter
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
@@ -37,7 +37,8 @@ STANDARD_KEYS = {
     "errors",
 }
 HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
-no_trt = pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; test_engines_trt.py covers it")
+no_trt = pytest.mark.skipif(HAVE_TRT,
+                            reason="TensorRT is installed here; backend/trt/test_engines.py covers it")
 
 
 def invoke(*args):

@@ -5,7 +5,7 @@ Needs TensorRT (>= 10.3, the ``tensorrt`` Python package), an NVIDIA GPU (CuPy f
 plugin library. On such a machine one command runs them::
 
     make plugin TENSORRT_INCLUDE_DIR=/path/to/TensorRT/include && \
-        python -m pytest -q -m tensorrt tests/test_engines_trt.py
+        python -m pytest -q -m tensorrt tests/backend/trt/test_engines.py
 
 Everything here is marked ``tensorrt`` and skipped with a reason elsewhere (tests/conftest.py).
 """
@@ -31,7 +31,7 @@ from dcnconvert.cli.main import cli
 
 pytestmark = pytest.mark.tensorrt
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SAMPLE_DIR = REPO / "sample_models"
 
 

@@ -12,7 +12,7 @@ from onnx import TensorProto as TP
 from polygraphy.comparator.struct import RunResults
 from polygraphy.json import from_json
 from support import evaluate, samples
-from test_build import FakeAdapter
+from support.fake_trt import FakeAdapter
 
 from dcnconvert.backend.trt import profiles as shapes
 from dcnconvert.backend.trt.engine import BuildOptions, build_engine

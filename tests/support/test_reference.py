@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from support.reference import deform_conv2d_output_size, modulated_deform_conv2d
 
 # --------------------------------------------------------------------------------------------------
@@ -358,7 +359,7 @@ def test_importable_with_numpy_only():
         "import support.reference as r\n"
         "print(r.modulated_deform_conv2d.__name__)\n"
     )
-    tests_dir = __import__("pathlib").Path(__file__).resolve().parent
+    tests_dir = __import__("pathlib").Path(__file__).resolve().parents[1]
     done = subprocess.run(
         [sys.executable, "-c", code], check=False, cwd=tests_dir, capture_output=True, text=True, timeout=60
     )

@@ -10,7 +10,7 @@ import pytest
 from cli_runner import error_lines, invoke, one_json
 from onnx import helper
 from support import samples
-from test_build import FakeAdapter
+from support.fake_trt import FakeAdapter
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
@@ -148,7 +148,7 @@ class TestRewrite:
         assert res.exit_code == 0 and "allow_tf32=1" in res.stdout
 
 
-@pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; test_engines_trt.py covers it")
+@pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; backend/trt/test_engines.py covers it")
 class TestConvertWithoutTensorrt:
     @pytest.mark.parametrize(
         ("args", "expected"), [((), [None]), (("--tf32",), [1]), (("--no-tf32",), [None])]

@@ -19,7 +19,7 @@ from support import samples
 from dcnconvert import schema
 from dcnconvert.cli.main import cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def invoke(*args: str):

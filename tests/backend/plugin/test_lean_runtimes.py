@@ -22,12 +22,12 @@ from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
 from dcnconvert import schema
 from dcnconvert.transform import plugin as rewrite
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
 import plugin_build as pb  # noqa: E402
 
 pytestmark = pytest.mark.trt_lean
 
-PROBE = Path(__file__).resolve().parent / "harness" / "lean_probe.py"
+PROBE = Path(__file__).resolve().parents[2] / "harness" / "lean_probe.py"
 SAMPLES = sorted((REPO / "sample_models").glob("*.onnx"))
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 SCHEMA_FIELDS = [[name, "INT32"] for name, _n in schema.PLUGIN_FIELDS] + [

@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from support import samples
 
 from dcnconvert.match.finder import find_dcn_nodes
+from support import samples
 
 INPUTS = {"modulated": ["x", "offset", "mask"], "dcnv1": ["x", "offset"], "logits": ["x", "offset_mask"]}
 

@@ -27,7 +27,7 @@ from dcnconvert.model import check as model_check
 from dcnconvert.model import io as onnx_io
 from dcnconvert.transform.plugin import rewrite_model
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(p.name for p in (REPO / "sample_models").glob("*.onnx"))
 SEED = 20240611
 

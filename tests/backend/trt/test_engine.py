@@ -1,20 +1,15 @@
-"""Engine building up to the TensorRT call (dcnconvert.backend.trt.engine), with a fake TensorRT adapter.
-
-:class:`FakeAdapter` stands in for :mod:`dcnconvert.backend.trt.adapter`: its "engine" is the ONNX file that
-would have been parsed (so the FP16 cast can be inspected), and "running the engine" runs that ONNX
-with :func:`support.evaluate.run_model`. ``test_verify.py`` and ``test_cli_engine.py`` use it too.
-"""
+"""Engine building up to the TensorRT call (dcnconvert.backend.trt.engine), with the fake TensorRT
+adapter of tests/support/fake_trt.py."""
 
 from __future__ import annotations
 
 import types
 from pathlib import Path
 
-import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto as TP
-from support import evaluate, samples
+from support import samples
+from support.fake_trt import FakeAdapter
 
 from dcnconvert import schema
 from dcnconvert.backend.trt import adapter as trt_adapter
@@ -22,68 +17,6 @@ from dcnconvert.backend.trt import engine as build
 from dcnconvert.backend.trt.engine import BuildOptions
 from dcnconvert.errors import BuildError, MissingDependencyError, UsageError
 from dcnconvert.transform import plugin as rewrite
-
-
-class FakeAdapter:
-    """The parts of trt_adapter that build/verify call, without TensorRT."""
-
-    def __init__(self, version: str = "10.16.0", noise: float = 0.0, fail_build: bool = False):
-        self.trt = types.SimpleNamespace(__version__=version)
-        self.noise = noise
-        self.fail_build = fail_build
-        self.build_calls = []
-        self.loaded = []
-        self.profiles = {}
-
-    api_for = staticmethod(trt_adapter.api_for)
-
-    def load_tensorrt(self):
-        return self.trt
-
-    def load_plugins(self, trt, libraries, name, version, namespace, builtin=False):
-        self.loaded.append((list(libraries), name, version, namespace, builtin))
-
-    def build_engine_bytes(self, trt, onnx_path, **kwargs):
-        self.build_calls.append(dict(kwargs, model=onnx.load(str(onnx_path))))
-        if self.fail_build:
-            raise BuildError("TensorRT could not build the engine: simulated")
-        self.last_profiles = kwargs.get("profiles") or []
-        self.last_bytes = Path(onnx_path).read_bytes()
-        return self.last_bytes
-
-    def engine_inputs(self, trt, engine_path, libraries=()):
-        model = onnx.load(str(engine_path))
-        profiles = getattr(self, "last_profiles", [])
-        out = []
-        init = {i.name for i in model.graph.initializer}
-        for vi in model.graph.input:
-            if vi.name in init:
-                continue
-            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
-            prof = None
-            if any(d < 0 for d in dims) and profiles:
-                prof = [list(s) for s in profiles[0][vi.name]]
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).name
-            out.append({"name": vi.name, "dtype": dtype, "shape": dims, "profile0": prof})
-        return out
-
-    def run_engine(self, trt, engine_path, feeds, libraries=(), runner_name="tensorrt"):
-        from polygraphy.comparator.struct import RunResults
-
-        model = onnx.load(str(engine_path))
-        outs = []
-        for feed in feeds:
-            result = evaluate.run_model(model, feed, backend="reference")  # FP16/BF16 computed as such
-            outs.append({k: (v + self.noise * np.abs(v).max()).astype(v.dtype) for k, v in result.items()})
-        results = RunResults()
-        results.add(outs, runner_name=runner_name)
-        return results
-
-    def install(self, monkeypatch):
-        """Replace the real adapter's functions with this fake's."""
-        for name in ("load_tensorrt", "load_plugins", "build_engine_bytes", "engine_inputs", "run_engine"):
-            monkeypatch.setattr(trt_adapter, name, getattr(self, name))
-        return self
 
 
 @pytest.fixture
