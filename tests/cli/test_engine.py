@@ -2,7 +2,8 @@
 
 Without TensorRT (this machine, CI) they stop with exit code 4 naming the missing piece and the install
 command. With the fake adapter of ``support/fake_trt.py`` installed in place of the TensorRT calls,
-the whole command flow runs on the CPU (the fake "engine" is the parsed ONNX, run by the NumPy/ONNX reference).
+the whole command flow runs on the CPU (the fake "engine" is the parsed ONNX, run by the NumPy/ONNX
+reference).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 parser and the engine deserializer would, and prints what happened as one JSON object on stdout.
 
 Run by ``tests/backend/plugin/test_lean_runtimes.py`` in a subprocess whose ``PYTHONPATH`` holds one
-lean runtime (a folder made by ``pip install --target``), so that each TensorRT version gets a process of its own and
-a crash is seen as an exit status, never as the test process dying. Usage::
+lean runtime (a folder made by ``pip install --target``), so that each TensorRT version gets a process
+of its own and a crash is seen as an exit status, never as the test process dying. Usage::
 
     python lean_probe.py SPEC.json
 
