@@ -27,6 +27,7 @@ from conftest import trt_header_dirs
 from dcnconvert.backend.plugin import compile as plugin_build
 from dcnconvert.backend.plugin import headers as plugin_headers
 from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.plugin import toolchain
 from dcnconvert.errors import MissingDependencyError, UsageError
 
 FAKE_NVCC = """#!/bin/sh
@@ -210,8 +211,8 @@ def no_nvcc(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(empty))
     for var in ("NVCC", "CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(plugin_build, "FALLBACK_NVCC_DIRS", ())
-    monkeypatch.setattr(plugin_build, "wheel_nvcc_dirs", lambda: [])
+    monkeypatch.setattr(toolchain, "FALLBACK_NVCC_DIRS", ())
+    monkeypatch.setattr(toolchain, "wheel_nvcc_dirs", lambda: [])
     return empty
 
 
@@ -226,7 +227,7 @@ def test_nvcc_from_each_place(no_nvcc, tmp_path, monkeypatch):
     assert plugin_build.find_nvcc() == plugin_build.Nvcc(cuda, "13.0.88")
     wheel = script(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc", FAKE_NVCC)
     monkeypatch.delenv("CUDA_PATH")
-    monkeypatch.setattr(plugin_build, "wheel_nvcc_dirs", lambda: [wheel.parent])
+    monkeypatch.setattr(toolchain, "wheel_nvcc_dirs", lambda: [wheel.parent])
     assert plugin_build.find_nvcc().path == wheel
     on_path = script(no_nvcc / "nvcc", FAKE_NVCC)
     assert plugin_build.find_nvcc().path == on_path  # PATH comes before the wheel
@@ -238,7 +239,7 @@ def test_nvcc_from_each_place(no_nvcc, tmp_path, monkeypatch):
 def test_wheel_nvcc_dirs_look_on_sys_path(tmp_path, monkeypatch):
     wheel = script(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc", FAKE_NVCC)
     monkeypatch.setattr(sys, "path", [str(tmp_path / "nowhere"), str(tmp_path / "site")])
-    assert plugin_build.wheel_nvcc_dirs() == [wheel.parent]
+    assert toolchain.wheel_nvcc_dirs() == [wheel.parent]
 
 
 def test_missing_nvcc_exits_4(no_nvcc, isolated, monkeypatch):
