@@ -26,7 +26,7 @@ def main() -> int:
 
     cupy.cuda.set_allocator(None)
     from support import core, core_fused
-    from test_core_gpu import CASES, ensure_core_built, inputs_refs, run_core
+    from support.core_cases import CASES, ensure_core_built, inputs_refs, run_core
     from test_core_gpu_fused import FUSED_CASES
     from test_core_gpu_split import SPLIT_CASES
 

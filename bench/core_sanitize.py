@@ -22,7 +22,15 @@ import cupy
 cupy.cuda.set_allocator(None)  # exact-size allocations: no pool hiding out-of-bounds accesses
 
 from support import core, core_fused
-from test_core_gpu import CASES, DTYPES, check_close, ensure_core_built, expect_fused, inputs_refs, run_core
+from support.core_cases import (
+    CASES,
+    DTYPES,
+    check_close,
+    ensure_core_built,
+    expect_fused,
+    inputs_refs,
+    run_core,
+)
 
 from dcnconvert.errors import UnsupportedNodeError
 

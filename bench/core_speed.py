@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from cuda_timing import median_us
 from support import core
-from test_core_gpu import ensure_core_built
+from support.core_cases import ensure_core_built
 
 SHAPES = {  # name: (n, c, h, w, cout)
     "R50-c4 1x256@50x84": (1, 256, 50, 84, 256),

@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from cuda_timing import median_us
 from support import core
+from support.core_cases import ensure_core_built, from_device, round_to, to_device
 from support.reference import modulated_deform_conv2d
-from test_core_gpu import ensure_core_built, from_device, round_to, to_device
 
 N, C, H, W, COUT, K = 1, 32, 512, 512, 32, 3
 DTYPES = {"float32": core.FLOAT32, "float16": core.FLOAT16, "bfloat16": core.BFLOAT16}

@@ -26,7 +26,7 @@ from support import (
     core,  # noqa: E402
     core_fused,  # noqa: E402
 )
-from test_core_gpu import ensure_core_built  # noqa: E402
+from support.core_cases import ensure_core_built  # noqa: E402
 
 # name: (n, c, h, w, cout, stride)
 SHAPES = {

@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--algo", type=int, default=core.ALGO_AUTO)
     ap.add_argument("--lib", default=None)
     args = ap.parse_args()
-    from test_core_gpu import ensure_core_built
+    from support.core_cases import ensure_core_built
 
     lib = core.load(args.lib or ensure_core_built())
     n, c, h, w, cout, s = SHAPES[args.shape]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from support import core
-from test_core_gpu import (
+from support.core_cases import (
     CASES,
     FIXED_CASES,
     Case,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import core, core_fused
-from test_core_gpu import (
+from support.core_cases import (
     DTYPES,
     U_BF16,
     U_FP16,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import core, core_fused
-from test_core_gpu import (
+from support.core_cases import (
     DTYPES,
     U_TF32,
     Case,
@@ -187,7 +187,7 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
     """The prep pass permutes 16-byte-aligned weights with vector accesses, others element by
     element: a weight tensor 1 element past an aligned address must give the same output bits."""
     import cupy
-    from test_core_gpu import params_for, to_device
+    from support.core_cases import params_for, to_device
 
     case = SPLIT_CASES[0]
     inputs, ref, absref = inputs_refs(case, dtype)
@@ -204,6 +204,6 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
         outs.append(out.get())
     cupy.cuda.runtime.deviceSynchronize()
     assert np.array_equal(outs[0], outs[1])
-    from test_core_gpu import from_device
+    from support.core_cases import from_device
 
     check_close(from_device(cupy.asarray(outs[0]), dtype), ref, dtype, None if dtype == "float32" else absref)

@@ -247,6 +247,7 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     """Every harness output against the float64 reference on the exact input bits the GPU read.
 
     The plugin runs the same core as tests/test_core_gpu.py, so the same per-dtype bounds apply
+    (tests/support/core_cases.py)
     (``check_close`` there: FP32 relative L2 <= 1e-5 and max error <= 2e-5 * max|ref|; FP16/BF16
     elementwise |err| <= u*|ref| + uo*absref + 1e-5*max|ref| + 2^-24 with the unit roundoff u of the
     dtype and absref the reference on |x|, |mask|, |weight|: the fused kernel's rounding of each
@@ -255,7 +256,7 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     plugin's output must be bit-identical to the build plugin's; the dynamic-shape cases have no
     deserialized run (null in the manifest) and are checked for repeatability by the harness itself.
     """
-    from test_core_gpu import check_close
+    from support.core_cases import check_close
 
     proc = pb.run_harness(built, "gpu", str(tmp_path), timeout=600)
     out = proc.stdout + proc.stderr
