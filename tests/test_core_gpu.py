@@ -14,6 +14,7 @@ from support.core_cases import (
     Case,
     check_close,
     device_has_fused,
+    ensure_core_built,
     expect_fused,
     fused_applies,
     inputs_refs,
@@ -23,6 +24,11 @@ from support.core_cases import (
     run_core,
     to_device,
 )
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return core.load(ensure_core_built())
 
 
 @pytest.mark.gpu

@@ -262,11 +262,6 @@ def ensure_core_built() -> Path:
     return lib
 
 
-@pytest.fixture(scope="module")
-def lib():
-    return core.load(ensure_core_built())
-
-
 def record_summary(entry: dict) -> None:
     path = os.environ.get("DCN_CORE_SUMMARY")
     if path:
