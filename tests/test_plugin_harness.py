@@ -249,9 +249,10 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     The plugin runs the same core as tests/test_core_gpu.py, so the same per-dtype bounds apply
     (``check_close`` of tests/support/core_cases.py: FP32 relative L2 <= 1e-5 and max error
     <= 2e-5 * max|ref|; FP16/BF16 elementwise |err| <= u*|ref| + uo*absref + 1e-5*max|ref| + 2^-24
-    with the unit roundoff u of the dtype and absref the reference on |x|, |mask|, |weight|: the fused kernel's rounding of each
-    sampled value to the operand type (uo = u, or (1 + u)^5 - 1 for FP16, whose channel-vectorised
-    kernel sums the corners in FP16), FP32 accumulation, one rounding of the output). A deserialized
+    with the unit roundoff u of the dtype and absref the reference on |x|, |mask|, |weight|: the
+    fused kernel's rounding of each sampled value to the operand type (uo = u, or (1 + u)^5 - 1 for
+    FP16, whose channel-vectorised kernel sums the corners in FP16), FP32 accumulation, one rounding
+    of the output). A deserialized
     plugin's output must be bit-identical to the build plugin's; the dynamic-shape cases have no
     deserialized run (null in the manifest) and are checked for repeatability by the harness itself.
     """
