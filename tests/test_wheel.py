@@ -29,7 +29,6 @@ from dcnconvert.backend.plugin import library as plugin_lib
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import plugin_build as pb  # noqa: E402
 
-PROBE = Path(__file__).resolve().parent / "harness" / "lean_probe.py"
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 
 
@@ -63,19 +62,6 @@ def run_installed(target: Path, runtime: Path | None, *args: str, cwd: Path) -> 
                           timeout=120, env=env, cwd=cwd, check=False)
 
 
-def _version(folder: Path) -> tuple[int, ...]:
-    return tuple(int(x) for x in pb.header_version(folder).split("."))
-
-
-def oldest_per_major() -> dict[int, Path]:
-    chosen: dict[int, Path] = {}
-    for folder in trt_header_dirs():
-        major = _version(folder)[0]
-        if major not in chosen or _version(folder) < _version(chosen[major]):
-            chosen[major] = folder
-    return chosen
-
-
 def test_pure_wheel_without_headers_carries_the_sources(tmp_path):
     pytest.importorskip("build", reason="the 'build' package (dev extra) is not installed")
     wheel, log = build_wheel(tmp_path / "dist", [])
@@ -106,7 +92,7 @@ def test_pure_wheel_without_headers_carries_the_sources(tmp_path):
 @pytest.fixture(scope="module")
 def platform_wheel(tmp_path_factory):
     pytest.importorskip("build", reason="the 'build' package (dev extra) is not installed")
-    headers = oldest_per_major()
+    headers = pb.oldest_per_major(trt_header_dirs())
     if not headers:
         pytest.skip("trt_headers: no TensorRT headers found; set TENSORRT_INCLUDE_DIR")
     if pb.nvcc() is None:
@@ -161,12 +147,8 @@ def test_installed_wheel_picks_and_loads_the_library_of_the_runtime_major(platfo
     assert Path(choice["plugin_library"]) == expected.resolve()
     assert choice["origin"] == "bundled" and choice["tensorrt_version"] == runtime[1]
     assert "tensorrt-lean-cu13-bindings" in choice["reason"]
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"library": choice["plugin_library"], "route": "load_library",
-                                "name": IDENTITY[0], "version": IDENTITY[1], "namespace": IDENTITY[2]}))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, str(PROBE), str(spec)], capture_output=True, text=True,
-                          timeout=120, env={**env, "PYTHONPATH": str(runtime[0])}, check=False)
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.splitlines()[-1])
+    spec = {"library": choice["plugin_library"], "route": "load_library", "name": IDENTITY[0],
+            "version": IDENTITY[1], "namespace": IDENTITY[2]}
+    proc, result = pb.run_lean_probe(runtime[0], spec, tmp_path / "spec.json", timeout=120)
+    assert result is not None, proc.stderr
     assert result["registered"] == [IDENTITY] and result["creator_found"] is True

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,3 +146,35 @@ def build_fake_nvinfer(built: Built) -> Path:
     if proc.returncode != 0:
         raise BuildError(f"building the fake {soname} failed:\n{proc.stdout}{proc.stderr}")
     return out
+
+
+def _version_key(include_dir: Path) -> tuple[int, ...]:
+    return tuple(int(x) for x in header_version(include_dir).split("."))
+
+
+def oldest_per_major(include_dirs) -> dict[int, Path]:
+    """The oldest header folder of each TensorRT major in ``include_dirs`` (a library built against
+    it runs in every later minor of that major)."""
+    chosen: dict[int, Path] = {}
+    for folder in include_dirs:
+        major = _version_key(folder)[0]
+        if major not in chosen or _version_key(folder) < _version_key(chosen[major]):
+            chosen[major] = Path(folder)
+    return chosen
+
+
+LEAN_PROBE = Path(__file__).resolve().parent / "lean_probe.py"
+
+
+def run_lean_probe(runtime: Path, spec: dict, spec_path: Path,
+                   timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Runs lean_probe.py on ``spec`` in a process of its own whose PYTHONPATH holds the lean runtime
+    folder ``runtime``; returns the process and its JSON result (None if it died or printed none)."""
+    spec_path.write_text(json.dumps(spec))
+    dropped = ("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env["PYTHONPATH"] = str(runtime)
+    proc = subprocess.run([sys.executable, str(LEAN_PROBE), str(spec_path)], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)

@@ -9,8 +9,6 @@ the harness tests use). Marked ``trt_lean``: skipped, with the reason, without a
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,17 +25,10 @@ import plugin_build as pb  # noqa: E402
 
 pytestmark = pytest.mark.trt_lean
 
-PROBE = Path(__file__).resolve().parents[2] / "harness" / "lean_probe.py"
 SAMPLES = sorted((REPO / "sample_models").glob("*.onnx"))
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 SCHEMA_FIELDS = [[name, "INT32"] for name, _n in schema.PLUGIN_FIELDS] + [
     [name, "INT32"] for name, _n, _d in schema.OPTIONAL_PLUGIN_FIELDS]
-
-
-def oldest_headers(major: int) -> Path | None:
-    """The oldest header folder of ``major`` found (a library built against it runs in every minor)."""
-    dirs = [d for d in trt_header_dirs() if pb.header_version(d).split(".")[0] == str(major)]
-    return min(dirs, key=lambda d: tuple(int(x) for x in pb.header_version(d).split("."))) if dirs else None
 
 
 def runtime_or_skip(major: int) -> tuple[Path, str]:
@@ -48,7 +39,7 @@ def runtime_or_skip(major: int) -> tuple[Path, str]:
 
 
 def library_or_skip(major: int) -> pb.Built:
-    headers = oldest_headers(major)
+    headers = pb.oldest_per_major(trt_header_dirs()).get(major)
     if headers is None:
         pytest.skip(f"trt_lean: no TensorRT {major} headers (NvInfer.h) found; set TENSORRT_INCLUDE_DIR")
     if pb.nvcc() is None:
@@ -60,14 +51,7 @@ def probe(runtime: Path, library: Path, tmp_path: Path, route: str = "load_libra
           cases: list[dict] | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
     spec = {"library": str(library), "route": route, "name": schema.PLUGIN_NAME,
             "version": schema.PLUGIN_VERSION, "namespace": schema.PLUGIN_NAMESPACE, "cases": cases or []}
-    spec_path = tmp_path / f"spec-{route}.json"
-    spec_path.write_text(json.dumps(spec))
-    env = {k: v for k, v in os.environ.items() if k != "DCNCONVERT_PLUGIN_NO_AUTO_REGISTER"}
-    env["PYTHONPATH"] = os.pathsep.join([str(runtime), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    proc = subprocess.run([sys.executable, str(PROBE), str(spec_path)], capture_output=True, text=True,
-                          timeout=300, env=env, check=False)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
+    return pb.run_lean_probe(runtime, spec, tmp_path / f"spec-{route}.json")
 
 
 def parser_fields(node: onnx.NodeProto, kind: str) -> list:
