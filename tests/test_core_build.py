@@ -210,8 +210,8 @@ def test_split_algo_codes_validate(lib: ctypes.CDLL) -> None:
         core_fused.fused_algo(0),
         core_fused.fused_algo(3, 2),
         core_fused.fused_algo(0, core.MAX_SPLITS),
-        core_fused.fused_algo(26, 1, 2),
-        core_fused.fused_algo(27, 1, core.MAX_SPLITS),
+        core_fused.fused_algo(20, 1, 2),
+        core_fused.fused_algo(core_fused.fused_tile_count(lib) - 1, 1, core.MAX_SPLITS),
     ):
         assert core.validate(_valid(algo=algo), lib) == (core.SUCCESS, ""), algo
 

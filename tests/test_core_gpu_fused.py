@@ -21,6 +21,7 @@ from support.core_cases import (
     U_TF32,
     Case,
     check_close,
+    device_cc,
     device_has_fused,
     ensure_core_built,
     inputs_refs,
@@ -45,26 +46,14 @@ FUSED_CASES: list[Case] = [
     Case("f_nhwc_vec_c96", 3, 96, 16, 20, 64, (3, 3), padding=(1, 1), off_scale=2.0),
 ]
 
-# Kernel families of the tiles (plugin_src/core/dcnFusedTiles.h, kTiles): the NCHW kernel, and the
-# channel-vectorised kernel with 32- and with 64-channel K chunks. Their K orders differ (so does
-# their rounding); within a family every tile must give the same bits.
-NCHW_TILES = frozenset({8, 9})
-BK64_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20})
-# Warpgroup-MMA tiles (sm_90a): the same K order as BK64_TILES, their own order of the products
-# within a K step.
-WGMMA_TILES = frozenset({21, 24, 25, 26, 27})
-# FP32 warpgroup-MMA tiles (TF32 wgmma on 32-channel chunks; 3xTF32 sums each chunk apart).
-WGMMA32_TILES = frozenset({28, 29})
-
-
-def tile_family(tile: int) -> str:
-    if tile in NCHW_TILES:
+def tile_family(tile: core_fused.TileInfo) -> str:
+    """The tile's K order: the NCHW kernel, the channel-vectorised kernel with 32- and with 64-channel
+    K chunks, and the warpgroup-MMA tiles of each (their own order of the products within a K
+    step). Their rounding differs; within a family every tile must give the same bits."""
+    if tile.kernel == "nchw":
         return "nchw"
-    if tile in WGMMA_TILES:
-        return "nhwc64wg"
-    if tile in WGMMA32_TILES:
-        return "nhwc32wg"
-    return "nhwc64" if tile in BK64_TILES else "nhwc32"
+    wg = "wg" if tile.kernel == "wgmma" else ""
+    return f"nhwc{tile.bk}{wg}"
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +84,9 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
 
     first: dict[str, np.ndarray] = {}
     ran = 0
-    for tile in range(tile_count(lib)):
+    for tile in core_fused.tile_infos(lib):
         try:
-            out = run_core(lib, case, data_type, inputs, core.ALGO_FUSED_TILE + tile, math=math)
+            out = run_core(lib, case, data_type, inputs, core.ALGO_FUSED_TILE + tile.index, math=math)
         except UnsupportedNodeError as exc:  # plans too large, channels not in multiples of 32/64, FP32
             reasons = (
                 "shared memory",
@@ -110,22 +99,25 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
             assert any(r in str(exc) for r in reasons), str(exc)
             continue
         ran += 1
+        assert tile.takes(data_type, math) and tile.runs_on(device_cc()), (
+            f"tile {tile.name} ran {dtype} on compute capability {device_cc()}, which dcnFusedTileInfo excludes"
+        )
         if dtype == "tf32":
             numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
         elif dtype == "float32":
             numbers = check_close(out, ref, "float32")
-        elif tile in NCHW_TILES:  # FP32 sums, one rounding to the operand type
+        elif tile.kernel == "nchw":  # FP32 sums, one rounding to the operand type
             u_once = {"float16": U_FP16, "bfloat16": U_BF16}[dtype]
             numbers = check_close(out, ref, dtype, absref, u_operand=u_once)
         else:
             numbers = check_close(out, ref, dtype, absref)
-        record_summary({"test": "fused_tile", "case": case.name, "dtype": dtype, "tile": tile, **numbers})
+        record_summary({"test": "fused_tile", "case": case.name, "dtype": dtype, "tile": tile.name, **numbers})
         family = tile_family(tile)
         if family not in first:
             first[family] = out
         else:
             assert np.array_equal(out, first[family]), (
-                f"tile {tile} differs from the first tile of its kernel (K order must not depend on the tile)"
+                f"tile {tile.name} differs from the first tile of its family (the K order may not depend on the tile)"
             )
     assert ran >= 2, f"only {ran} tile configurations took the case"
 

@@ -17,6 +17,7 @@ from support.core_cases import (
     U_TF32,
     Case,
     check_close,
+    device_cc,
     device_has_fused,
     device_has_tma,
     device_has_wgmma,
@@ -34,31 +35,11 @@ SPLIT_CASES: list[Case] = [
     # 2 groups of 36 chunks, 4 deformable groups (18 chunks each), non-square attributes.
     Case("s_g2_dg4_nonsq", 1, 256, 10, 13, 160, (3, 3), (1, 2), (1, 1), (2, 1), group=2, dg=4, off_scale=3.0),
 ]
-# 128 x 64 and 128 x 32, with 32- and with 64-channel chunks (the latter FP16/BF16 only), the
-# 128 x 32 tile with 8 producer warps, the TMA tiles (sm_90+) and the warpgroup-MMA tile (9.x;
-# plugin_src/core/dcnFusedTiles.h).
-SPLIT_TILES = (7, 5, 10, 11, 12, 14, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29)
-FP16_ONLY_TILES = frozenset({10, 11, 12, 13, 17, 18, 19, 20, 21, 24, 25, 26, 27})
-TMA_TILES = frozenset({18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29})
-FP32_ONLY_TILES = frozenset({22, 23, 28, 29})  # 32-channel chunks copied by TMA: 128-byte FP32 rows
-WGMMA_TILES = frozenset({21, 24, 25, 26, 27, 28, 29})  # compute capability 9.x only
-# FP32 in TF32 mode only: 3xTF32 keeps both TF32 parts of each operand, which tile 29's shared
-# memory does not hold (test_tf32_split_k_on_the_fp32_warpgroup_tiles runs it).
-TF32_ONLY_TILES = frozenset({29})
-
-
-def split_tiles_for(dtype: str) -> list[int]:
-    """SPLIT_TILES that take ``dtype`` on this device."""
-    return [
-        tile
-        for tile in SPLIT_TILES
-        if not (
-            (dtype == "float32" and tile in FP16_ONLY_TILES | TF32_ONLY_TILES)
-            or (dtype != "float32" and tile in FP32_ONLY_TILES)
-            or (tile in TMA_TILES and not device_has_tma())
-            or (tile in WGMMA_TILES and not device_has_wgmma())
-        )
-    ]
+def split_tiles_for(lib, dtype: str, math: int = core.MATH_ACCURATE) -> list[int]:
+    """The tiles that split K and take ``dtype`` (with ``math``) on this device (dcnFusedTileInfo)."""
+    cc = device_cc()
+    tiles = core_fused.tile_infos(lib)
+    return [t.index for t in tiles if t.splits_k and t.takes(dtype, math) and t.runs_on(cc)]
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +58,7 @@ def need_fused():
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
 def test_split_k_matches_reference_and_is_deterministic(lib, need_fused, case: Case, dtype: str) -> None:
     inputs, ref, absref = inputs_refs(case, dtype)
-    for tile in split_tiles_for(dtype):
+    for tile in split_tiles_for(lib, dtype):
         ran = []
         for splits in range(1, core.MAX_SPLITS + 1):
             algo = core_fused.fused_algo(tile, splits)
@@ -115,7 +96,7 @@ def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case
     every tile; s_g2_dg4_nonsq has a single pixel tile on the 64-pixel tiles, all of it the tail."""
     inputs, ref, absref = inputs_refs(case, dtype)
     ran = 0
-    for tile in split_tiles_for(dtype):
+    for tile in split_tiles_for(lib, dtype):
         for tail in (2, 3, core.MAX_SPLITS):
             algo = core_fused.fused_algo(tile, 1, tail)
             try:
@@ -133,12 +114,14 @@ def test_split_tail_matches_reference_and_is_deterministic(lib, need_fused, case
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
 def test_tf32_split_k_on_the_fp32_warpgroup_tiles(lib, need_fused, case: Case) -> None:
-    """The FP32 warpgroup tiles in TF32 mode (the only mode tile 29 runs) with K split 1, 2, 3 and
+    """The FP32 warpgroup tiles in TF32 mode (the only mode wg-256x64-tf32 runs) with K split 1, 2, 3 and
     4 ways and with a split tail: within the TF32 bound, bit-identical when run twice."""
     if not (device_has_tma() and device_has_wgmma()):
         pytest.skip("the FP32 warpgroup tiles need compute capability 9.x and sm_90a code")
     inputs, ref, absref = inputs_refs(case, "float32")
-    for tile in sorted(WGMMA_TILES & FP32_ONLY_TILES):
+    fp32_wg = [t.index for t in core_fused.tile_infos(lib) if t.kernel == "wgmma" and "float32" in t.dtypes]
+    assert fp32_wg, "the library has no FP32 warpgroup tile"
+    for tile in fp32_wg:
         algos = [core_fused.fused_algo(tile, s) for s in (1, 2, 3, 4)] + [core_fused.fused_algo(tile, 1, 2)]
         for algo in algos:
             try:
@@ -167,9 +150,9 @@ def test_nchw_tiles_do_not_split(lib, need_fused) -> None:
     case = SPLIT_CASES[0]
     inputs, _, _ = inputs_refs(case, "float16")
     with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
-        run_core(lib, case, "float16", inputs, core_fused.fused_algo(8, 2))
+        run_core(lib, case, "float16", inputs, core_fused.fused_algo(core_fused.tile_index("nchw-128x64", lib), 2))
     with pytest.raises(UnsupportedNodeError, match="only the channel-vectorised tiles split K"):
-        run_core(lib, case, "float16", inputs, core_fused.fused_algo(8, 1, 2))
+        run_core(lib, case, "float16", inputs, core_fused.fused_algo(core_fused.tile_index("nchw-128x64", lib), 1, 2))
 
 
 def test_fused_algo_codes() -> None:
@@ -191,7 +174,7 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
 
     case = SPLIT_CASES[0]
     inputs, ref, absref = inputs_refs(case, dtype)
-    p = params_for(case, dtype, core_fused.fused_algo(7))
+    p = params_for(case, dtype, core_fused.fused_algo(core_fused.tile_index("regs-128x64", lib)))
     dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
     w = dev["weight"]
     shifted = cupy.empty(w.size + 1, dtype=w.dtype)[1:].reshape(w.shape)  # 2 or 4 bytes off alignment

@@ -8,12 +8,14 @@
  */
 #include "dcnForward.h"
 #include "dcnFused.h"
+#include "dcnFusedTiles.h"
 #include "dcnInternal.h"
 #include "dcnSimpleKernel.cuh"
 
 #include <cuda_runtime.h>
 
 #include <stdint.h>
+#include <stdio.h>
 
 using dcn::detail::dtypeName;
 using dcn::detail::setMsg;
@@ -95,6 +97,40 @@ DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
     return dcn::fused::tileCount();
 }
 
+DCN_CORE_EXPORT DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info)
+{
+    using namespace dcn::fused;
+    if (info == nullptr || tile < 0 || tile >= kTileCount)
+    {
+        return kDCN_INVALID_ARGUMENT;
+    }
+    TileShape const& t = kTiles[tile];
+    DcnTileInfo r{};
+    snprintf(r.name, sizeof(r.name), "%s", kTileNames[tile]);
+    r.bm = t.bm;
+    r.bn = t.bn;
+    r.bk = t.bk;
+    r.kernel = !t.nhwc ? kDCN_TILE_NCHW
+        : t.wgmma      ? kDCN_TILE_WGMMA
+        : t.tmaA       ? kDCN_TILE_TMA
+        : t.asyncA     ? kDCN_TILE_ASYNC
+                       : kDCN_TILE_REGS;
+    r.consumerWarps = t.cw;
+    r.producerWarps = t.pw;
+    r.stages = t.stages;
+    // Element types: 64-channel chunks FP16/BF16 only; TMA weight rows of 128 bytes (32 four-byte or
+    // 64 two-byte elements); FP32 warpgroup tiles whose two TF32 parts do not fit run TF32 only.
+    bool const fp32 = t.bk == 32;
+    bool const half = t.bk == 64 || !t.tmaA;
+    r.dtypes = (fp32 ? 1 << kDCN_FLOAT32 : 0) | (half ? (1 << kDCN_FLOAT16) | (1 << kDCN_BFLOAT16) : 0);
+    bool const accurate = !t.wgmma || t.stages * 2 * (stageABytes(t, 4) + stageBBytes(t, 4)) <= 227 * 1024;
+    r.fp32Math = fp32 ? (1 << kDCN_MATH_TF32) | (accurate ? 1 << kDCN_MATH_ACCURATE : 0) : 0;
+    r.minComputeCapability = t.tmaA ? 90 : 80;
+    r.splitsK = t.nhwc ? 1 : 0;
+    *info = r;
+    return kDCN_SUCCESS;
+}
+
 DCN_CORE_EXPORT DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
     int32_t* tile, int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen)
 {
@@ -129,12 +165,42 @@ DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
 {
     // The simple kernel needs none; the channel-vectorised fused kernel keeps an NHWC copy of x and
-    // the weights in its K order there (0 for invalid parameters: dcnForward reports those).
-    if (p == nullptr || p->algo == kDCN_ALGO_SIMPLE || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
+    // the weights in its K order there (0 for invalid parameters: dcnForward reports those). With
+    // channel-last x, the kernels that read NCHW get an NCHW copy of x there.
+    if (p == nullptr || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
     {
         return 0;
     }
-    return dcn::fused::workspaceBytes(*p);
+    size_t const fused = p->algo == kDCN_ALGO_SIMPLE ? 0 : dcn::fused::workspaceBytes(*p);
+    size_t const nchw = p->xLayout == kDCN_LAYOUT_NHWC ? dcn::fused::alignUp(
+                            size_t(p->n) * p->c * p->h * p->w * (p->dtype == kDCN_FLOAT32 ? 4 : 2))
+                                                       : 0;
+    return fused > nchw ? fused : nchw;
+}
+
+DCN_CORE_EXPORT size_t dcnPreparedWeightsSize(DcnParams const* p)
+{
+    if (p == nullptr || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
+    {
+        return 0;
+    }
+    return dcn::fused::preparedWeightsBytes(*p);
+}
+
+DCN_CORE_EXPORT DcnStatus dcnPrepareWeights(DcnParams const* p, void const* weight, void* prepared, size_t size,
+    cudaStream_t stream, char* msg, size_t msgLen)
+{
+    DcnStatus const s = dcnValidate(p, msg, msgLen);
+    if (s != kDCN_SUCCESS)
+    {
+        return s;
+    }
+    if (weight == nullptr || prepared == nullptr)
+    {
+        setMsg(msg, msgLen, "dcnPrepareWeights: device pointer '%s' is NULL", weight == nullptr ? "weight" : "prepared");
+        return kDCN_INVALID_ARGUMENT;
+    }
+    return dcn::fused::prepareWeights(*p, weight, prepared, size, stream, msg, msgLen);
 }
 
 DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,
@@ -187,6 +253,15 @@ DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void con
             return f;
         }
         setMsg(msg, msgLen, ""); // AUTO: fall back to the simple kernel
+    }
+    if (p->xLayout == kDCN_LAYOUT_NHWC)
+    {
+        DcnStatus const t = dcn::fused::toNchw(*p, x, workspace, stream, msg, msgLen);
+        if (t != kDCN_SUCCESS)
+        {
+            return t;
+        }
+        x = workspace; // the simple kernel reads NCHW
     }
     switch (p->dtype)
     {

@@ -28,6 +28,32 @@ size_t dcnWorkspaceSize(DcnParams const* p);
 /* Number of tile configurations of the fused kernel (kDCN_ALGO_FUSED_TILE + i, i < this). */
 int32_t dcnFusedTileCount(void);
 
+/* Kernels of the fused tile configurations (DcnTileInfo.kernel). */
+typedef enum DcnTileKernel
+{
+    kDCN_TILE_NCHW = 0,  /* the NCHW kernel: any channel count */
+    kDCN_TILE_REGS = 1,  /* channel-vectorised, weights through the producers' registers */
+    kDCN_TILE_ASYNC = 2, /* channel-vectorised, weights by cp.async */
+    kDCN_TILE_TMA = 3,   /* channel-vectorised, weights by the tensor memory accelerator (sm_90+) */
+    kDCN_TILE_WGMMA = 4  /* channel-vectorised, warpgroup MMAs (sm_90a) */
+} DcnTileKernel;
+
+/* One tile configuration, for tests, benchmarks and tuning (dcnFusedTileInfo). */
+typedef struct DcnTileInfo
+{
+    char name[32];        /* e.g. "tma-128x64-k64" */
+    int32_t bm, bn, bk;   /* output channels x pixels per block; K chunk in channels */
+    int32_t kernel;       /* DcnTileKernel */
+    int32_t consumerWarps, producerWarps, stages;
+    int32_t dtypes;       /* bit 1 << DcnDataType for each element type the tile takes */
+    int32_t fp32Math;     /* bit 1 << DcnMath for each FP32 math mode it takes (0 without FP32) */
+    int32_t minComputeCapability; /* 80 or 90 (x 10 + minor); the warpgroup tiles need 9.x exactly */
+    int32_t splitsK;      /* 1: the tile may split K (kDCN_ALGO_SPLIT_STEP, split tails) */
+} DcnTileInfo;
+
+/* Fills *info for tile configuration `tile`; kDCN_INVALID_ARGUMENT outside [0, dcnFusedTileCount()). */
+DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info);
+
 /* The fused tile and K split count kDCN_ALGO_AUTO runs for p (validated here) on a device with
  * `sms` multiprocessors, `smemOptin` bytes of opt-in shared memory per block and compute capability
  * major `ccMajor`, with a workspace of dcnWorkspaceSize(p) bytes. Host only (no CUDA call): for
@@ -41,6 +67,18 @@ DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int
  * *tailSplits ways (0 and 1: no split tail). */
 DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
     int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen);
+
+/* Bytes of the prepared weights of p (0 for invalid params): the weights in every layout the
+ * kernels read for p's shapes, element type and math, made once by dcnPrepareWeights. A forward
+ * with DcnParams.weightLayout = kDCN_WEIGHT_PREPARED takes that buffer as its weight pointer and
+ * skips the per-call permutation (with xLayout = kDCN_LAYOUT_NHWC too, the whole prep pass). Any
+ * batch and spatial size of the same layer shares one buffer. */
+size_t dcnPreparedWeightsSize(DcnParams const* p);
+
+/* Writes the prepared weights of p (weightLayout ignored) from the OIHW device weights `weight`
+ * into `prepared` (size >= dcnPreparedWeightsSize(p) bytes) on `stream`. No host synchronisation. */
+DcnStatus dcnPrepareWeights(DcnParams const* p, void const* weight, void* prepared, size_t size, cudaStream_t stream,
+    char* msg, size_t msgLen);
 
 /* Runs the forward on `stream`. Device pointers; bias may be NULL when withBias == 0.
  * No host synchronisation, no allocation. Returns kDCN_SUCCESS or an error with msg filled. */

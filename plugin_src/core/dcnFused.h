@@ -39,6 +39,15 @@ DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tail
     void const* offset, void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
     cudaStream_t stream, char* msg, size_t msgLen);
 
+/* x (channel-last, [n][h][w][c]) as NCHW into dst (n * c * h * w elements), on `stream`. */
+DcnStatus toNchw(DcnParams const& p, void const* x, void* dst, cudaStream_t stream, char* msg, size_t msgLen);
+
+/* The prepared weights of p (dcnPrepareWeights, dcnForward.h): their size, and their preparation
+ * from the OIHW weights `weight` on `stream`. */
+size_t preparedWeightsBytes(DcnParams const& p);
+DcnStatus prepareWeights(DcnParams const& p, void const* weight, void* prepared, size_t size, cudaStream_t stream,
+    char* msg, size_t msgLen);
+
 } // namespace fused
 } // namespace dcn
 

@@ -16,12 +16,7 @@ namespace fused
 constexpr int kPrepTile = 64;       // x transpose: 64 channels x 64 pixels per block
 constexpr int kPrepSegment = 4096; // weight elements one prep block permutes through shared memory
 
-/* Weight modes of the prep kernel for the FP32 warpgroup tiles, whose MMAs read TF32 bits from
- * shared memory: kWeightTf32 rounds the permuted weights to TF32, kWeightSplit writes their big TF32
- * parts and, wLo elements further, their small parts (3xTF32). Other tiles copy (kWeightCopy). */
-constexpr int32_t kWeightCopy = 0;
-constexpr int32_t kWeightTf32 = 1;
-constexpr int32_t kWeightSplit = 2;
+// Weight modes (kWeightCopy, kWeightTf32, kWeightSplit): dcnFusedTiles.h.
 
 template <typename T>
 __device__ __forceinline__ void putWeight(T* dst, int64_t j, T v, int32_t wMode, int64_t wLo)

@@ -103,15 +103,7 @@ int planSlots(DcnParams const& p, TileShape const& t)
 size_t smemBytesFor(int tile, DcnParams const& p)
 {
     TileShape const& t = kTiles[tile];
-    size_t const elem = elemBytes(p);
-    size_t const lda = t.bk + (elem == 4 ? 4 : 8);
-    size_t const ab = size_t(t.bm) * (t.tmaA ? t.bk : lda) * elem; // TMA: swizzled rows, no padding
-    size_t const bb = t.nhwc ? size_t(t.bn) * (t.wgmma ? t.bk : lda) * elem : size_t(t.bk) * (t.bn + 8) * elem;
-    // Alignment, mbarriers (weights; warpgroup tiles also FULL and EMPTY: NTile::TMA_EXTRA).
-    size_t const tmaExtra = t.tmaA ? 1024 + (t.wgmma ? 3 : 1) * t.stages * sizeof(uint64_t) : 0;
-    size_t const parts = operandParts(tile, p); // FP32 warpgroup tiles in 3xTF32: both operands twice
-    return t.stages * parts * (ab + bb)
-        + size_t(planSlots(p, t)) * p.kh * p.kw * t.bn * (sizeof(float4) + sizeof(int64_t)) + tmaExtra;
+    return tileSmemBytes(t, elemBytes(p), operandParts(tile, p), p.kh * p.kw, planSlots(p, t));
 }
 
 /* Whether the channel-vectorised kernel applies (device-independent: it sizes the workspace). */
@@ -150,6 +142,43 @@ size_t nhwcBytes(DcnParams const& p)
     size_t const parts = p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
     return alignUp(size_t(p.n) * p.c * p.h * p.w * elem)
         + alignUp(parts * p.cout * (p.c / p.group) * p.kh * p.kw * elem);
+}
+
+int weightPartOf(TileShape const& t, DcnParams const& p)
+{
+    if (!t.nhwc)
+        return kPartOihw;
+    if (t.bk == 64)
+        return kPartK64;
+    return t.wgmma && p.dtype == kDCN_FLOAT32 ? kPartWg32 : kPartK32;
+}
+
+int32_t weightModeOf(TileShape const& t, DcnParams const& p)
+{
+    if (!(t.wgmma && p.dtype == kDCN_FLOAT32))
+        return kWeightCopy;
+    return p.math == kDCN_MATH_TF32 ? kWeightTf32 : kWeightSplit;
+}
+
+size_t preparedOffset(DcnParams const& p, int part)
+{
+    size_t const one = alignUp(size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elemBytes(p));
+    bool const fp32 = p.dtype == kDCN_FLOAT32;
+    bool const held[kWeightParts] = {true, nhwcApplies(p, 32), !fp32 && nhwcApplies(p, 64), fp32 && nhwcApplies(p, 32)};
+    size_t offset = 0;
+    for (int i = 0; i < kWeightParts; ++i)
+    {
+        if (i == part)
+            return held[i] ? offset : SIZE_MAX;
+        if (held[i])
+            offset += i == kPartWg32 && p.math != kDCN_MATH_TF32 ? 2 * one : one;
+    }
+    return offset; // part == kWeightParts: the end
+}
+
+size_t preparedBytes(DcnParams const& p)
+{
+    return preparedOffset(p, kWeightParts);
 }
 
 char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize)
@@ -204,14 +233,16 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
 namespace
 {
 
-/* The fallback order of tiles (when no channel-vectorised tile applies, or none fits): the
+/* The fallback order of tiles (when the cost estimate finds no channel-vectorised tile): the
  * channel-vectorised tiles, then the NCHW ones (64 x 64 first when a group has at most 64 output
  * channels). */
 int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
 {
     int64_t const mg = p.cout / p.group;
-    int const all[] = {18, 12, 10, 22, 7, 19, 13, 11, 23, 5, 4, 14, 15, 16, 17, 21, 24, 25, 26, 27, 28, 29, 20, 0, 3, 1,
-        2, 6, mg <= 64 ? 9 : 8, mg <= 64 ? 8 : 9};
+    int const all[] = {kTma128x64K64, kAsync128x64K64, kRegs128x64K64, kTma128x64Fp32, kRegs128x64, kTma128x32K64P8,
+        kRegs128x32K64, kTma128x32Fp32, kRegs128x32, kRegs64x64, kAsync128x64, kAsync128x32, kAsync256x64,
+        kAsync128x32K64P8, kWg256x64TwoGroups, kWg128x128, kWg128x128P16, kWg256x64P16, kWg128x64P16, kWg128x64Tf32,
+        kWg256x64Tf32, kTma256x64K64, mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
     for (int t : all)
@@ -276,6 +307,12 @@ int32_t tileCount()
 {
     return kTileCount;
 }
+
+char const* const kTileNames[kTileCount] = {"regs-64x64", "regs-128x32", "regs-128x64", "nchw-128x64", "nchw-64x64",
+    "regs-128x64-k64", "regs-128x32-k64", "async-128x64-k64", "async-128x64", "async-128x32", "async-256x64",
+    "async-128x32-k64-p8", "tma-128x64-k64", "tma-128x32-k64-p8", "tma-256x64-k64", "wg-256x64-2wg", "tma-128x64-fp32",
+    "tma-128x32-fp32", "wg-128x128", "wg-128x128-p16", "wg-256x64-p16", "wg-128x64-p16", "wg-128x64-tf32",
+    "wg-256x64-tf32"};
 
 /* Bytes kept for split-K partial sums: splits x pixels of any split count that capSplits allows at
  * p's size or at any smaller batch or plane is at most min(kDCN_MAX_SPLITS x pixels, 64 x

@@ -38,6 +38,10 @@ struct FusedArgs
     // Channel-vectorised kernel: block x covers pixel tile x + tileBase (a launch of the last pixel
     // tiles only, split); its partial sums are stored relative to pixel pixBase (= tileBase x BN).
     int32_t tileBase, pixBase;
+    // 1: no prep kernel ran before the fused kernel in this call (x came channel-last and the weights
+    // prepared): the block waits for the stream's previous kernel (programmatic dependent launch)
+    // before its first sampling plan reads offset and mask.
+    int32_t waitFirst;
     FastDiv divCPerDg, divHoWo, divWo;
 };
 

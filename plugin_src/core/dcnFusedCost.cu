@@ -13,83 +13,47 @@ namespace fused
 namespace
 {
 
-/* Time of one 32-channel K chunk of a block of `tile` relative to tile 7's, fitted to the H200
- * timings of bench/fused_tiles.py (docs/fused_kernel_notes.md); 0 for tiles the estimate leaves
- * out. The cp.async and TMA tiles are left out where their weight tile has rows past the group's
- * output channels (measured slower there), except those with 16 producer warps (CenterNet 64 -> 64:
- * tile 25 23.6 us against 32.5 for the choice without that exception). */
+/* The chunk weight of `tile` for p (the cost columns of kTiles, dcnFusedTiles.h); 0 for tiles the
+ * estimate leaves out. Beside the columns, one rule: the cp.async and TMA tiles are left out where
+ * their weight tile has rows past the group's output channels (measured slower there), except
+ * those with a register split (CenterNet 64 -> 64: wg-128x128-p16 23.6 us against 32.5 for the
+ * choice without that exception). */
 float chunkWeight(int tile, DcnParams const& p)
 {
-    bool const fp32 = p.dtype == kDCN_FLOAT32;
-    bool const tf32 = fp32 && p.math == kDCN_MATH_TF32; // else FP32 is 3xTF32, bound by its consumers
-    bool const bf16 = p.dtype == kDCN_BFLOAT16;
+    TileShape const& t = kTiles[tile];
     int64_t const mg = p.cout / p.group;
-    if ((kTiles[tile].asyncA || kTiles[tile].tmaA) && kTiles[tile].bm > mg && kTiles[tile].pregs == 0)
+    if (!t.nhwc || (t.maxMg > 0 && mg > t.maxMg) || mg <= t.minMg)
         return 0.0f;
-    switch (tile)
+    if ((t.asyncA || t.tmaA) && t.bm > mg && t.pregs == 0)
+        return 0.0f;
+    switch (p.dtype)
     {
-    case 7: return 1.0f;
-    case 5: return tf32 ? 0.72f : fp32 ? (mg > 64 ? 0.45f : 0.6f) : 0.82f; // 3xTF32: cheaper above 64 channels
-    case 4: return mg > 64 ? 0.0f : fp32 ? 0.6f : 0.8f;
-    case 10: return fp32 ? 0.0f : 0.83f; // 64-channel chunks: FP16/BF16 only
-    case 11: return fp32 ? 0.0f : 0.67f;
-    case 12: return fp32 ? 0.0f : 0.8f;
-    case 13: return fp32 ? 0.0f : 0.61f;
-    case 14: return fp32 ? 0.0f : 0.92f;
-    case 15: return fp32 ? 0.0f : 0.74f;
-    case 16: return fp32 ? 0.0f : 1.3f;
-    case 17: return fp32 ? 0.0f : 0.59f; // 8 producer warps: 2-5% faster than tile 13's 4
-    // TMA tiles (sm_90+; fp32 is rejected by unsupportedReason): 8-27% faster than the cp.async
-    // tiles 12, 17, 16 of the same shapes (FP16 on R50-c4, BEV-c4, R50-c5, DBNet-c4, OCD-l4,
-    // DLA 512->256@16x16).
-    case 18: return 0.72f;
-    case 19: return 0.49f;
-    case 20: return 1.1f;
-    // Tile 20's shape with warpgroup MMAs: 0-4% faster than tile 20 in FP16, 6-9% in BF16 (BEV-c4,
-    // DBNet-c4, OCD-l4); the 128-row TMA tiles 18 and 19 gain nothing from them, so they have none.
-    case 21: return 1.05f;
-    // The shapes of tiles 7 and 5 with TMA weights (FP32 only): 4-16% faster than those two
-    // (R50-c3/c4/c5, BEV-c4, DBNet-c4, OCD-l4).
-    case 22: return tf32 ? 0.86f : fp32 ? 0.93f : 0.0f;
-    case 23: return tf32 ? 0.86f : fp32 ? 0.43f : 0.0f; // TF32: two blocks per SM (coResident)
-    // Warpgroup tiles with one consumer warpgroup (FP16/BF16; fitted on R50-c3/c3-s2/c4/c5, BEV-c4,
-    // CenterNet-64, DBNet-c4, DLA 512->256@16x16, OCD-l4). 128 x 128 with 8 producer warps: BF16 only
-    // (FP16 has tile 25); with 16 producer warps FP16 only (BF16's FP32 sums spill at 72 registers).
-    case 24: return fp32 || !bf16 ? 0.0f : 1.0f;
-    case 25: return fp32 || bf16 ? 0.0f : 0.7f;
-    // 16 producer warps (setmaxnreg): 13-21% faster than tile 21 (BEV-c4, DBNet-c4, R50-c5).
-    case 26: return fp32 ? 0.0f : 0.75f;
-    case 27: return fp32 ? 0.0f : bf16 ? 0.55f : 0.65f;
-    // Tile 27's layout for FP32 (R50-c4, BEV-c4, DBNet-c4, OCD-l4, R50-c3, each against the better
-    // of tiles 22 and 23 at its best split): 3xTF32 on warpgroup MMAs takes 0.51-0.55x their time,
-    // TF32 0.89-0.91x.
-    case 28: return tf32 ? 0.70f : fp32 ? 0.40f : 0.0f;
-    // Tile 26 for FP32, TF32 only (3xTF32 does not fit its shared memory): 0.59-0.76x tile 28's time
-    // at the best split of each (R50-c4, BEV-c4, DBNet-c4, OCD-l4); where a group has 128 output
-    // channels or fewer its rows are half empty (R50-c3 113 us against 63, CenterNet-64 76 against 47).
-    case 29: return tf32 && mg > 128 ? 0.78f : 0.0f;
-    default: return 0.0f;
+    case kDCN_FLOAT16: return t.wFp16;
+    case kDCN_BFLOAT16: return t.wBf16;
+    default: break;
     }
+    if (p.math == kDCN_MATH_TF32)
+        return t.wTf32;
+    return mg > 64 && t.wFp32Wide > 0.0f ? t.wFp32Wide : t.wFp32; // 3xTF32, bound by its consumers
 }
 
-/* Blocks of `tile` that share an SM at full speed each (fitted like chunkWeight): tile 23 in TF32
- * (111 registers x 288 threads; a block alone leaves half the SM idle: R50-c5 with 2 K splits,
- * 264 blocks, took 69.8 us against 117.3 us for 132 blocks without a split). */
+/* Blocks of `tile` that share an SM at full speed each: the tf32Blocks column in TF32 (tma-128x32-fp32:
+ * 111 registers x 288 threads, a block alone leaves half the SM idle: R50-c5 with 2 K splits, 264
+ * blocks, took 69.8 us against 117.3 us for 132 blocks without a split), where their shared memory
+ * fits (the SM has the opt-in limit plus 1 KiB). */
 int coResident(int tile, DcnParams const& p, Device const& d)
 {
-    bool const two = tile == 23 && p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32;
-    // and only where two blocks' shared memory fits (the SM has the opt-in limit plus 1 KiB)
-    return two && 2 * (smemBytesFor(tile, p) + 1024) <= static_cast<size_t>(d.smemOptin) + 1024 ? 2 : 1;
+    int const blocks = p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32 ? kTiles[tile].tf32Blocks : 1;
+    if (blocks < 2)
+        return 1;
+    return blocks * (smemBytesFor(tile, p) + 1024) <= static_cast<size_t>(d.smemOptin) + 1024 ? blocks : 1;
 }
 
-/* Per-block work outside the K walk (sampling plan, pipeline fill and drain, epilogue) and the
- * split-K reduction, in 32-channel chunks of tile 7 (fitted with chunkWeight). The 16-producer
- * tiles cost more per block (measured on the small CenterNet layers: tile 25 with 4 K splits took
- * 24.6 us on DLA 128 -> 128@64x64 against 17.0 for tile 19 unsplit). */
+/* The split-K reduction, in 32-channel chunks of regs-128x64 (fitted with the weights). */
 constexpr float kReduceFixed = 2.0f;
 float blockFixed(int tile)
 {
-    return tile == 25 ? 40.0f : tile >= 26 ? 30.0f : 20.0f;
+    return kTiles[tile].blockFixed;
 }
 
 /* Whether the partial sums of s K splits over the last xTail pixel tiles of tile t fit the

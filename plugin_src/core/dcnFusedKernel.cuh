@@ -43,6 +43,7 @@ namespace fused
 template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int MINB_>
 struct Tile
 {
+    static constexpr TileShape SHAPE{BM_, BN_, WARPS_M_, CW_, PW_, STAGES_, false, 32, false, false, false, 0};
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int BK = 32;
@@ -67,8 +68,9 @@ struct Tile
     static constexpr int PXT = BN / TPR;       // pixels per producer thread
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int A_VECS = BM * BK / VEC;
-    static constexpr size_t A_BYTES = size_t(BM) * LDA * sizeof(T);
-    static constexpr size_t B_BYTES = size_t(BK) * LDB * sizeof(T);
+    static constexpr size_t A_BYTES = stageABytes(SHAPE, sizeof(T)); // [BM][LDA]
+    static constexpr size_t B_BYTES = stageBBytes(SHAPE, sizeof(T)); // [BK][LDB]
+    static_assert(A_BYTES == size_t(BM) * LDA * sizeof(T) && B_BYTES == size_t(BK) * LDB * sizeof(T), "stage layout");
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PRODUCERS % BK == 0 && BN % TPR == 0, "producer mapping");
     static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
@@ -77,7 +79,8 @@ struct Tile
      * points (FP32 corner weights and the 64-bit element offset of the 2x2 cell in its image). */
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {
-        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int64_t));
+        constexpr TileShape shape = SHAPE; // a copy: the static member is not device data
+        return tileSmemBytes(shape, sizeof(T), 1, kk, slots);
     }
 };
 

@@ -38,14 +38,15 @@ DcnStatus configureKernel(K kernel, Device const& d, std::atomic<uint64_t>& conf
         err = cudaFuncGetAttributes(&attr, kernel);
     if (err != cudaSuccess)
     {
-        dcn::detail::setMsg(msg, msgLen, "fused kernel: configuring tile %d failed: %s (%s)", tile, cudaGetErrorName(err),
-            cudaGetErrorString(err));
+        dcn::detail::setMsg(msg, msgLen, "fused kernel: configuring tile %s failed: %s (%s)", kTileNames[tile],
+            cudaGetErrorName(err), cudaGetErrorString(err));
         return kDCN_CUDA_ERROR;
     }
     if (minRegs > 0 && attr.numRegs < minRegs)
     {
-        dcn::detail::setMsg(msg, msgLen, "fused kernel: tile %d was built with %d registers per thread, its register split needs %d",
-            tile, attr.numRegs, minRegs);
+        dcn::detail::setMsg(msg, msgLen,
+            "fused kernel: tile %s was built with %d registers per thread, its register split needs %d",
+            kTileNames[tile], attr.numRegs, minRegs);
         return kDCN_UNSUPPORTED;
     }
     configured.fetch_or(bit, std::memory_order_acq_rel);
@@ -61,8 +62,8 @@ inline DcnStatus launchError(
     cudaError_t const err = launchErr != cudaSuccess ? launchErr : last;
     if (err == cudaSuccess)
         return kDCN_SUCCESS;
-    dcn::detail::setMsg(msg, msgLen, "launch of the %s (%s, tile %d: %d x %d) failed: %s (%s)", what, dcn::detail::dtypeName(p.dtype), tile,
-        kTiles[tile].bm, kTiles[tile].bn, cudaGetErrorName(err), cudaGetErrorString(err));
+    dcn::detail::setMsg(msg, msgLen, "launch of the %s (%s, tile %s) failed: %s (%s)", what,
+        dcn::detail::dtypeName(p.dtype), kTileNames[tile], cudaGetErrorName(err), cudaGetErrorString(err));
     return kDCN_CUDA_ERROR;
 }
 

@@ -295,10 +295,14 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it
-        // overlaps the prep kernel, whose outputs (xh, wp) are read only after this wait.
+        // overlaps the prep kernel, whose outputs (xh, wp) are read only after this wait. Without a
+        // prep kernel (a.waitFirst) the previous kernel may still be writing offset and mask.
+        if (a.waitFirst)
+            gridDependencyWait();
         if (nChunks > 0)
             ensurePlan();
-        gridDependencyWait();
+        if (!a.waitFirst)
+            gridDependencyWait();
         // A ring of PD register sets: unit i + PD - 1 is loading while unit i is finished (unit i
         // = part i % SUB of chunk i / SUB).
         int const nUnits = nChunks * C::SUB;

@@ -7,6 +7,8 @@
 #ifndef DCN_FUSED_NHWC_TILE_CUH
 #define DCN_FUSED_NHWC_TILE_CUH
 
+#include "dcnFusedTiles.h"
+
 #include <cuda_fp16.h>
 
 #include <stddef.h>
@@ -22,6 +24,9 @@ template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAG
     bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0, int SPLIT_ = 1>
 struct NTile
 {
+    // The table entry these parameters come from (its shape fields: the shared-memory sizes below
+    // are tileSmemBytes' terms, the host's numbers).
+    static constexpr TileShape SHAPE{BM_, BN_, WARPS_M_, CW_, PW_, STAGES_, true, BK_, ASYNC_A_, TMA_A_, WG_, PREGS_};
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int BK = BK_; // one block of BK channels at one kernel point
@@ -93,8 +98,9 @@ struct NTile
     // big part and then its TF32 small part (A_HALF, B_HALF bytes further), as the prep kernel
     // (weights) and the producers (samples) split them; wgmma reads both from shared memory.
     static constexpr int SPLIT = SPLIT_;
-    static constexpr size_t A_HALF = size_t(BM) * LDA * sizeof(T);
-    static constexpr size_t B_HALF = size_t(BN) * LDB * sizeof(T);
+    static constexpr size_t A_HALF = stageABytes(SHAPE, sizeof(T));
+    static constexpr size_t B_HALF = stageBBytes(SHAPE, sizeof(T));
+    static_assert(A_HALF == size_t(BM) * LDA * sizeof(T) && B_HALF == size_t(BN) * LDB * sizeof(T), "stage layout");
     static constexpr size_t A_BYTES = SPLIT * A_HALF;
     static constexpr size_t B_BYTES = SPLIT * B_HALF;
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
@@ -114,14 +120,15 @@ struct NTile
                                     && CREGS >= PREGS && CREGS <= 256), "register split");
     // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage for the weights.
     // MBAR: also FULL and EMPTY mbarriers per stage.
-    static constexpr size_t TMA_EXTRA = TMA_A ? 1024 + (MBAR ? 3 : 1) * STAGES * sizeof(uint64_t) : 0;
+    static constexpr size_t TMA_EXTRA = tmaExtraBytes(SHAPE);
     // Byte offsets of stage 0's FULL and EMPTY mbarriers (MBAR) from the weights' first mbarrier.
     static constexpr uint32_t FULL_OFF = 8 * STAGES;
     static constexpr uint32_t EMPTY_OFF = 16 * STAGES;
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {
-        return STAGES * (A_BYTES + B_BYTES) + size_t(slots) * kk * BN * (sizeof(float4) + sizeof(int64_t)) + TMA_EXTRA;
+        constexpr TileShape shape = SHAPE; // a copy: the static member is not device data
+        return tileSmemBytes(shape, sizeof(T), SPLIT, kk, slots);
     }
 };
 

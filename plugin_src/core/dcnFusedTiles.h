@@ -16,13 +16,31 @@ namespace dcn
 namespace fused
 {
 
-/* Tile configurations: BM x BN (channels x pixels), consumer warps (WARPS_M of them along the
- * channels), producer warps, pipeline stages; nhwc selects the kernel; bk is the K chunk (channels
- * per chunk in the channel-vectorised kernel: 32 or 64, FP16/BF16 only for 64); asyncA: the
- * producers copy the weight tile with cp.async (L2 -> shared memory, no registers) instead of
- * loads and stores; tmaA: the tensor memory accelerator copies it (sm_90+, dcnFusedTma.cuh);
- * wgmma: warpgroup MMAs from shared memory (compute capability 9.x, sm_90a code, dcnFusedWgmma.cuh;
- * warpsM = cw); pregs: see below. */
+#if defined(__CUDACC__)
+#define DCN_TILE_HD __host__ __device__
+#else
+#define DCN_TILE_HD
+#endif
+
+/* One configuration of the fused kernels.
+ *
+ * Shape: BM x BN outputs (channels x pixels) per block; cw consumer warps (warpsM of them along
+ * the channels); pw producer warps; `stages` pipeline stages; bk: the K chunk, channels per chunk
+ * at one kernel point (32, or 64 for FP16/BF16 only).
+ * Kernel: nhwc = false is the NCHW kernel (dcnFusedKernel.cuh: any channel count, no workspace);
+ * nhwc = true the channel-vectorised one (dcnFusedNhwc.cuh), whose weight tile comes through the
+ * producers' registers, or with asyncA by cp.async (L2 -> shared memory), or with tmaA by the
+ * tensor memory accelerator (sm_90+, dcnFusedTma.cuh); wgmma: warpgroup MMAs from shared memory
+ * (compute capability 9.x, sm_90a code, dcnFusedWgmma.cuh; warpsM = cw); pregs: producer registers
+ * per thread of a warpgroup tile (setmaxnreg; the consumers get the rest), 0: no split.
+ * Cost (dcnFusedCost.cu): the time of one 32-channel K chunk of a block relative to regs-128x64's,
+ * per element type and FP32 math (0: AUTO does not choose the tile there); wFp32Wide: the 3xTF32
+ * weight where a group has more than 64 output channels (0: wFp32 applies); AUTO considers the tile
+ * only for groups of at most maxMg output channels (0: any) and more than minMg; blockFixed: work
+ * per block outside the K walk (sampling plan, pipeline fill and drain, epilogue) in such chunks;
+ * tf32Blocks: blocks that share an SM at full speed in TF32 (where their shared memory fits).
+ * The weights were fitted to H200 timings only (bench/fused_tiles.py, docs/fused_kernel_notes.md):
+ * on compute capability 8.x they order the sm_80 tiles as on the H200, which is untuned there. */
 struct TileShape
 {
     int bm, bn, warpsM, cw, pw, stages;
@@ -31,41 +49,107 @@ struct TileShape
     bool asyncA;
     bool tmaA;
     bool wgmma;
-    int pregs; // warpgroup tiles: producer registers per thread (setmaxnreg; consumers get the rest), 0: none
+    int pregs;
+    float wFp16, wBf16, wFp32, wTf32, wFp32Wide;
+    int maxMg, minMg;
+    float blockFixed;
+    int tf32Blocks;
 };
-constexpr TileShape kTiles[] = {
-    {128, 64, 4, 8, 8, 4, true, 32, false},   // 0 (0-11: the weight tile goes through the producers' registers)
-    {128, 128, 2, 8, 8, 4, true, 32, false},  // 1
-    {64, 128, 2, 8, 8, 4, true, 32, false},   // 2
-    {256, 64, 4, 8, 8, 3, true, 32, false},   // 3: all channels of a 256-channel group at once
-    {64, 64, 2, 4, 8, 4, true, 32, false},    // 4
-    {128, 32, 4, 4, 4, 4, true, 32, false},   // 5: narrow pixel tiles for small batch-1 layers
-    {256, 32, 8, 8, 4, 3, true, 32, false},   // 6
-    {128, 64, 2, 4, 8, 4, true, 32, false},   // 7: 4 consumer warps
-    {128, 64, 4, 8, 8, 4, false, 32, false},  // 8: NCHW kernel (any channel count)
-    {64, 64, 2, 4, 8, 4, false, 32, false},   // 9
-    {128, 64, 2, 4, 8, 4, true, 64, false},   // 10: 128 x 64, 4 consumer warps, 64-channel chunks
-    {128, 32, 4, 4, 4, 4, true, 64, false},   // 11: 128 x 32, 64-channel chunks
-    {128, 64, 2, 4, 8, 4, true, 64, true},    // 12: 128 x 64, 64-channel chunks, cp.async weights
-    {128, 32, 4, 4, 4, 4, true, 64, true},    // 13: 128 x 32, 64-channel chunks, cp.async weights
-    {128, 64, 2, 4, 8, 4, true, 32, true},    // 14: 128 x 64, 32-channel chunks, cp.async weights
-    {128, 32, 4, 4, 4, 4, true, 32, true},    // 15: 128 x 32, 32-channel chunks, cp.async weights
-    {256, 64, 4, 8, 8, 3, true, 32, true},    // 16: 256 x 64, 32-channel chunks, cp.async weights
-    {128, 32, 4, 4, 8, 4, true, 64, true},    // 17: 128 x 32, 64-channel chunks, cp.async weights, 8 producer warps
-    {128, 64, 2, 4, 8, 4, true, 64, false, true},  // 18: 128 x 64, 64-channel chunks, TMA weights (sm_90+)
-    {128, 32, 4, 4, 8, 4, true, 64, false, true},  // 19: 128 x 32, 64-channel chunks, TMA weights, 8 producer warps
-    {256, 64, 4, 8, 8, 3, true, 64, false, true},  // 20: 256 x 64, 64-channel chunks, TMA weights
-    {256, 64, 8, 8, 8, 3, true, 64, false, true, true}, // 21: 256 x 64, two consumer warpgroups (wgmma, sm_90a)
-    {128, 64, 2, 4, 8, 4, true, 32, false, true},  // 22: 128 x 64, 32-channel chunks, TMA weights (FP32: 128-byte rows)
-    {128, 32, 4, 4, 4, 4, true, 32, false, true},  // 23: 128 x 32, 32-channel chunks, TMA weights (FP32)
-    {128, 128, 4, 4, 8, 4, true, 64, false, true, true}, // 24: 128 x 128, one consumer warpgroup (sm_90a)
-    {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72}, // 25: 128 x 128, 16 producer warps of 72 registers
-    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80},  // 26: 256 x 64, one consumer warpgroup, 16 producer warps
-    {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64},  // 27: 128 x 64, the same split of warps and registers
-    {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64},  // 28: 128 x 64 for FP32 (TF32 wgmma, 32-channel chunks)
-    {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80},  // 29: 256 x 64 for FP32, TF32 only (3xTF32 would need 2x smem)
+
+/* The configurations, named by kernel, weight path and shape (the names of kTileNames):
+ * nchw-*: the NCHW kernel, for channel counts the channel-vectorised kernel does not take;
+ * regs-*: weights through the producers' registers (sm_80+; the choice where a group has fewer
+ * output channels than the tile has rows, which the cp.async and TMA copies handle slower);
+ * async-*: cp.async weights (sm_80+, the fast tiles of compute capability 8.x);
+ * tma-*: TMA weights (sm_90+); wg-*: warpgroup MMAs (sm_90a).
+ * "-k64": 64-channel chunks; "-p8", "-p16": 8 or 16 producer warps; "-fp32"/"-tf32": FP32 only. */
+enum TileId : int
+{
+    kRegs64x64,       // groups of at most 64 output channels
+    kRegs128x32,      // narrow pixel tiles: small batch-1 layers fill more SMs
+    kRegs128x64,      // the reference of the cost weights
+    kNchw128x64,      // channels not divisible by 32
+    kNchw64x64,       // the same for groups of at most 64 output channels
+    kRegs128x64K64,
+    kRegs128x32K64,
+    kAsync128x64K64,
+    kAsync128x64,
+    kAsync128x32,
+    kAsync256x64,     // all channels of a 256-channel group at once
+    kAsync128x32K64P8,
+    kTma128x64K64,
+    kTma128x32K64P8,
+    kTma256x64K64,
+    kWg256x64TwoGroups, // two consumer warpgroups; short K walks, where 16-producer tiles cost more per block
+    kTma128x64Fp32,     // FP32: 32-channel chunks are 128-byte weight rows
+    kTma128x32Fp32,
+    kWg128x128,         // BF16 (its FP32 sums spill with 16 producers of 72 registers)
+    kWg128x128P16,      // FP16
+    kWg256x64P16,
+    kWg128x64P16,
+    kWg128x64Tf32,      // FP32 on TF32 warpgroup MMAs (3xTF32: both parts of each operand)
+    kWg256x64Tf32,      // FP32 in TF32 mode only (3xTF32 would need twice the shared memory)
+    kTileCount
 };
-constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
+
+//            bm   bn  wM  cw  pw  st  nhwc  bk  async  tma    wgmma  pregs  fp16   bf16   fp32   tf32   fp32W  maxMg minMg fixed tf32B
+constexpr TileShape kTiles[kTileCount] = {
+    {64, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 0.80f, 0.80f, 0.60f, 0.60f, 0.0f, 64, 0, 20.0f, 1},
+    {128, 32, 4, 4, 4, 4, true, 32, false, false, false, 0, 0.82f, 0.82f, 0.60f, 0.72f, 0.45f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 1.00f, 1.00f, 1.00f, 1.00f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 4, 8, 8, 4, false, 32, false, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {64, 64, 2, 4, 8, 4, false, 32, false, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 64, false, false, false, 0, 0.83f, 0.83f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 32, 4, 4, 4, 4, true, 64, false, false, false, 0, 0.67f, 0.67f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 64, true, false, false, 0, 0.80f, 0.80f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 32, true, false, false, 0, 0.92f, 0.92f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 32, 4, 4, 4, 4, true, 32, true, false, false, 0, 0.74f, 0.74f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {256, 64, 4, 8, 8, 3, true, 32, true, false, false, 0, 1.30f, 1.30f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 32, 4, 4, 8, 4, true, 64, true, false, false, 0, 0.59f, 0.59f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 64, false, true, false, 0, 0.72f, 0.72f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 32, 4, 4, 8, 4, true, 64, false, true, false, 0, 0.49f, 0.49f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {256, 64, 4, 8, 8, 3, true, 64, false, true, false, 0, 1.10f, 1.10f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {256, 64, 8, 8, 8, 3, true, 64, false, true, true, 0, 1.05f, 1.05f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 32, false, true, false, 0, 0.0f, 0.0f, 0.93f, 0.86f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 32, 4, 4, 4, 4, true, 32, false, true, false, 0, 0.0f, 0.0f, 0.43f, 0.86f, 0.0f, 0, 0, 20.0f, 2},
+    {128, 128, 4, 4, 8, 4, true, 64, false, true, true, 0, 0.0f, 1.00f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 128, 4, 4, 16, 4, true, 64, false, true, true, 72, 0.70f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 40.0f, 1},
+    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.75f, 0.75f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1},
+    {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64, 0.65f, 0.55f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1},
+    {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
+    {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
+};
+
+/* The names of the configurations (kTiles order), as dcnFusedTileInfo reports them. */
+extern char const* const kTileNames[kTileCount];
+
+/* Shared memory of a configuration: one stage's weight tile (A) and sample tile (B) for `elem`-byte
+ * elements, the TMA tiles' alignment room and mbarriers, and the block's whole dynamic shared
+ * memory with `parts` copies of each operand (2: FP32 warpgroup tiles in 3xTF32, both TF32 parts)
+ * and `slots` sampling plans of kk kernel points (FP32 corner weights and a 64-bit cell offset per
+ * pixel). The kernels lay out their shared memory with these (NTile, Tile) and the host checks and
+ * costs the tiles with them (smemBytesFor): one definition for both. */
+DCN_TILE_HD constexpr int rowPad(size_t elem)
+{
+    return elem == 4 ? 4 : 8; // padded rows: conflict-free fragment loads
+}
+DCN_TILE_HD constexpr size_t stageABytes(TileShape const& t, size_t elem)
+{
+    return size_t(t.bm) * (t.tmaA ? t.bk : t.bk + rowPad(elem)) * elem; // TMA: swizzled rows, no padding
+}
+DCN_TILE_HD constexpr size_t stageBBytes(TileShape const& t, size_t elem)
+{
+    return t.nhwc ? size_t(t.bn) * (t.wgmma ? t.bk : t.bk + rowPad(elem)) * elem : size_t(t.bk) * (t.bn + 8) * elem;
+}
+DCN_TILE_HD constexpr size_t tmaExtraBytes(TileShape const& t)
+{
+    return t.tmaA ? 1024 + (t.wgmma ? 3 : 1) * t.stages * sizeof(uint64_t) : 0;
+}
+DCN_TILE_HD constexpr size_t tileSmemBytes(TileShape const& t, size_t elem, int parts, int kk, int slots)
+{
+    return t.stages * parts * (stageABytes(t, elem) + stageBBytes(t, elem))
+        + size_t(slots) * kk * t.bn * (4 * sizeof(float) + sizeof(int64_t)) + tmaExtraBytes(t);
+}
 
 struct Device
 {
@@ -116,6 +200,32 @@ int operandParts(int tile, DcnParams const& p);
 bool nhwcApplies(DcnParams const& p, int bk = 32);
 int capSplits(DcnParams const& p);
 size_t nhwcBytes(DcnParams const& p);
+
+/* Weight modes of the prep pass (dcnPrepKernel) for the FP32 warpgroup tiles, whose MMAs read TF32
+ * bits from shared memory: kWeightTf32 rounds the permuted weights to TF32, kWeightSplit writes
+ * their big TF32 parts and, cout * kg elements further, their small parts (3xTF32). Other tiles
+ * copy (kWeightCopy). */
+constexpr int32_t kWeightCopy = 0;
+constexpr int32_t kWeightTf32 = 1;
+constexpr int32_t kWeightSplit = 2;
+
+/* The prepared weights (dcnPrepareWeights): the OIHW weights first (the NCHW tiles and the simple
+ * kernel read them), then each K order a channel-vectorised tile may read for p: 32-channel chunks,
+ * 64-channel chunks (FP16/BF16), and for FP32 the warpgroup tiles' TF32 form (rounded, or split in
+ * two parts in 3xTF32). A tile reads part weightPartOf(t, p), written in mode weightModeOf(t, p);
+ * preparedOffset: its byte offset, SIZE_MAX where p has no such part. */
+enum WeightPart : int
+{
+    kPartOihw,
+    kPartK32,
+    kPartK64,
+    kPartWg32,
+    kWeightParts
+};
+int weightPartOf(TileShape const& t, DcnParams const& p);
+int32_t weightModeOf(TileShape const& t, DcnParams const& p);
+size_t preparedOffset(DcnParams const& p, int part);
+size_t preparedBytes(DcnParams const& p);
 
 /* Why `tile` with `splits` cannot run p on d, or nullptr when it can. */
 char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device const& d, size_t workspaceSize);

@@ -65,6 +65,20 @@ typedef enum DcnMath
     kDCN_MATH_TF32 = 1      /* opt-in: operands rounded to TF32 (10-bit mantissa), FP32 accumulation */
 } DcnMath;
 
+/* Memory layout of x (DcnParams.xLayout). */
+typedef enum DcnLayout
+{
+    kDCN_LAYOUT_NCHW = 0, /* x[n][c][h][w] */
+    kDCN_LAYOUT_NHWC = 1  /* x[n][h][w][c]: channel-last (TensorRT's kHWC8/kHWC16 for channels divisible by 16, kHWC) */
+} DcnLayout;
+
+/* What dcnForward's weight pointer holds (DcnParams.weightLayout). */
+typedef enum DcnWeightLayout
+{
+    kDCN_WEIGHT_OIHW = 0,    /* the weights [cout][c / group][kh][kw] */
+    kDCN_WEIGHT_PREPARED = 1 /* dcnPrepareWeights' buffer for these params (the OIHW weights come first) */
+} DcnWeightLayout;
+
 typedef struct DcnParams
 {
     int64_t n;    /* batch */
@@ -88,6 +102,8 @@ typedef struct DcnParams
     int32_t dtype;    /* DcnDataType */
     int32_t algo;     /* DcnAlgo */
     int32_t math;     /* DcnMath; 0 (kDCN_MATH_ACCURATE) for zero-initialised params */
+    int32_t xLayout;      /* DcnLayout; 0 (NCHW) for zero-initialised params */
+    int32_t weightLayout; /* DcnWeightLayout; 0 (OIHW) for zero-initialised params */
 } DcnParams;
 
 #ifdef __cplusplus

@@ -176,6 +176,16 @@ DCN_CORE_EXPORT DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgL
         setMsg(msg, msgLen, "DcnParams.math = %d is invalid (expected 0 ACCURATE or 1 TF32)", p->math);
         return kDCN_INVALID_ARGUMENT;
     }
+    if (p->xLayout != kDCN_LAYOUT_NCHW && p->xLayout != kDCN_LAYOUT_NHWC)
+    {
+        setMsg(msg, msgLen, "DcnParams.xLayout = %d is invalid (expected 0 NCHW or 1 NHWC)", p->xLayout);
+        return kDCN_INVALID_ARGUMENT;
+    }
+    if (p->weightLayout != kDCN_WEIGHT_OIHW && p->weightLayout != kDCN_WEIGHT_PREPARED)
+    {
+        setMsg(msg, msgLen, "DcnParams.weightLayout = %d is invalid (expected 0 OIHW or 1 PREPARED)", p->weightLayout);
+        return kDCN_INVALID_ARGUMENT;
+    }
     int64_t const hoExpected = dcnOutputSize(p->h, p->kh, p->strideH, p->padH, p->dilationH);
     int64_t const woExpected = dcnOutputSize(p->w, p->kw, p->strideW, p->padW, p->dilationW);
     if (hoExpected < 1)

@@ -38,8 +38,6 @@ TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/checkMacros.h $(CORE_DIR)
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
 # The core compiled for the plugin: position independent, its C API hidden (only the plugin's
 # two entry points are exported). Shared by plugin builds against different TensorRT headers.
-dcn_empty :=
-dcn_space := $(dcn_empty) $(dcn_empty)
 PLUGIN_CORE_DIR := $(BUILD_DIR)/plugin-core/$(subst $(dcn_space),-,$(strip $(CUDA_ARCHS) $(PTX_ARCH)))
 PLUGIN_CORE_OBJS := $(patsubst $(CORE_DIR)/%.cu,$(PLUGIN_CORE_DIR)/%.o,$(CORE_SRCS))
 PLUGIN_LIB := $(PLUGIN_BUILD_DIR)/libdcnconvert_plugin.so
@@ -96,7 +94,7 @@ $(TRT_STAMP): | check-trt-headers
 
 $(PLUGIN_CORE_DIR)/%.o: $(CORE_DIR)/%.cu $(CORE_HDRS) | check-trt-headers
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -DDCN_CORE_EXPORT= -I$(CORE_DIR) -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) $(call dcn_unit_gencode,$<) -DDCN_CORE_EXPORT= -I$(CORE_DIR) -c -o $@ $<
 
 $(PLUGIN_BUILD_DIR)/%.o: trt/%.cpp $(TRT_HDRS) $(TRT_STAMP) | check-trt-headers
 	$(NVCC) $(TRT_CXXFLAGS) $(PLUGIN_ARCHS_DEF) -c -o $@ $<

@@ -81,7 +81,7 @@ LIBRARY_ENV = "DCNCONVERT_CORE_LIB"
 
 
 class DcnParams(ctypes.Structure):
-    """Mirror of ``struct DcnParams`` (plugin_src/core/dcnParams.h); 112 bytes, 8-byte aligned."""
+    """Mirror of ``struct DcnParams`` (plugin_src/core/dcnParams.h); 120 bytes, 8-byte aligned."""
 
     _fields_ = [
         ("n", ctypes.c_int64),
@@ -105,6 +105,8 @@ class DcnParams(ctypes.Structure):
         ("dtype", ctypes.c_int32),
         ("algo", ctypes.c_int32),
         ("math", ctypes.c_int32),
+        ("xLayout", ctypes.c_int32),
+        ("weightLayout", ctypes.c_int32),
     ]
 
     def as_dict(self) -> dict:

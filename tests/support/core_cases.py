@@ -397,10 +397,15 @@ def expect_fused(case: Case, dtype: str, algo: int) -> bool:
     return algo != core.ALGO_SIMPLE and fused_applies(case) and device_has_fused()
 
 
-def device_has_fused() -> bool:
+def device_cc() -> int:
+    """The current device's compute capability as major * 10 + minor (e.g. 90)."""
     import cupy
 
-    return int(cupy.cuda.Device().compute_capability) >= 80
+    return int(cupy.cuda.Device().compute_capability)
+
+
+def device_has_fused() -> bool:
+    return device_cc() >= 80
 
 
 def device_has_tma() -> bool:

@@ -6,11 +6,12 @@ tile count. Tests and benchmarks import it as ``core_fused``, beside the binding
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from typing import Any
 
 from support import core as _c
 
-__all__ = ["H200_DEVICE", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count"]
+__all__ = ["H200_DEVICE", "TileInfo", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count", "tile_index", "tile_infos"]
 
 
 def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
@@ -102,3 +103,98 @@ def fused_tile_count(lib: ctypes.CDLL | None = None) -> int:
     """``dcnFusedTileCount``: tile configurations of the fused kernel (``ALGO_FUSED_TILE + i``)."""
     lib = lib or _c.load()
     return int(lib.dcnFusedTileCount())
+
+
+class _DcnTileInfo(ctypes.Structure):
+    """Mirror of ``struct DcnTileInfo`` (plugin_src/core/dcnForward.h)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char * 32),
+        ("bm", ctypes.c_int32),
+        ("bn", ctypes.c_int32),
+        ("bk", ctypes.c_int32),
+        ("kernel", ctypes.c_int32),
+        ("consumerWarps", ctypes.c_int32),
+        ("producerWarps", ctypes.c_int32),
+        ("stages", ctypes.c_int32),
+        ("dtypes", ctypes.c_int32),
+        ("fp32Math", ctypes.c_int32),
+        ("minComputeCapability", ctypes.c_int32),
+        ("splitsK", ctypes.c_int32),
+    ]
+
+
+#: ``DcnTileKernel`` values by name.
+TILE_KERNELS = ("nchw", "regs", "async", "tma", "wgmma")
+_DTYPE_NAMES = {_c.FLOAT32: "float32", _c.FLOAT16: "float16", _c.BFLOAT16: "bfloat16"}
+
+
+@dataclass(frozen=True)
+class TileInfo:
+    """One fused tile configuration as the library describes it (``dcnFusedTileInfo``).
+
+    Attributes:
+        index: its ``ALGO_FUSED_TILE`` offset.
+        kernel: ``"nchw"``, ``"regs"``, ``"async"``, ``"tma"`` or ``"wgmma"``.
+        dtypes: the element types it takes (``"float32"``, ``"float16"``, ``"bfloat16"``).
+        fp32_math: the FP32 math modes it takes (``MATH_ACCURATE``, ``MATH_TF32``).
+        min_cc: the compute capability it needs (80 or 90; ``wgmma`` tiles need 9.x exactly).
+        splits_k: whether it may split K.
+    """
+
+    index: int
+    name: str
+    bm: int
+    bn: int
+    bk: int
+    kernel: str
+    dtypes: frozenset
+    fp32_math: frozenset
+    min_cc: int
+    splits_k: bool
+
+    def takes(self, dtype: str, math: int = _c.MATH_ACCURATE) -> bool:
+        """Whether the tile takes ``dtype`` (``"float32"`` with ``math``)."""
+        return dtype in self.dtypes and (dtype != "float32" or math in self.fp32_math)
+
+    def runs_on(self, cc: int) -> bool:
+        """Whether a device of compute capability ``cc`` (e.g. 90) runs it."""
+        return cc >= self.min_cc and (self.kernel != "wgmma" or cc // 10 == 9)
+
+
+def tile_infos(lib: ctypes.CDLL | None = None) -> list[TileInfo]:
+    """Every tile configuration of the fused kernel, from the library (``dcnFusedTileInfo``)."""
+    lib = lib or _c.load()
+    lib.dcnFusedTileInfo.argtypes = [ctypes.c_int32, ctypes.POINTER(_DcnTileInfo)]
+    lib.dcnFusedTileInfo.restype = ctypes.c_int
+    out = []
+    for i in range(fused_tile_count(lib)):
+        info = _DcnTileInfo()
+        status = int(lib.dcnFusedTileInfo(i, ctypes.byref(info)))
+        if status != _c.SUCCESS:
+            _c._raise_status(status, f"dcnFusedTileInfo({i})")
+        out.append(TileInfo(
+            index=i,
+            name=info.name.decode(),
+            bm=info.bm,
+            bn=info.bn,
+            bk=info.bk,
+            kernel=TILE_KERNELS[info.kernel],
+            dtypes=frozenset(n for v, n in _DTYPE_NAMES.items() if info.dtypes >> v & 1),
+            fp32_math=frozenset(m for m in (_c.MATH_ACCURATE, _c.MATH_TF32) if info.fp32Math >> m & 1),
+            min_cc=info.minComputeCapability,
+            splits_k=bool(info.splitsK),
+        ))
+    return out
+
+
+def tile_index(name: str, lib: ctypes.CDLL | None = None) -> int:
+    """The index of the tile configuration called ``name`` (e.g. ``"regs-128x64"``).
+
+    Raises:
+        KeyError: the library has no such tile.
+    """
+    for tile in tile_infos(lib):
+        if tile.name == name:
+            return tile.index
+    raise KeyError(f"no fused tile named {name!r}")

@@ -1,0 +1,189 @@
+/*
+ * dcnconvert core: the launch of one fused tile (launchTile) and the dispatch over the tiles of a
+ * family (launchFamily), included by the instantiation units dcnFusedSm80.cu, dcnFusedSm90.cu and
+ * dcnFusedSm90a.cu. Internal to plugin_src/core; no TensorRT include.
+ */
+#ifndef DCN_FUSED_LAUNCH_TILE_CUH
+#define DCN_FUSED_LAUNCH_TILE_CUH
+
+#include "dcnFusedLaunch.h"
+#include "dcnFusedNhwc.cuh"
+#include "dcnFusedUnits.cuh"
+#include "dcnInternal.h"
+
+#include <atomic>
+
+namespace dcn
+{
+namespace fused
+{
+
+using dcn::detail::setMsg;
+
+template <typename T, MathKind MK, int TILE>
+DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
+    cudaStream_t stream, char* msg, size_t msgLen)
+{
+    constexpr TileShape S = kTiles[TILE];
+    dim3 const grid(static_cast<unsigned>((a.pixels + S.bn - 1) / S.bn), static_cast<unsigned>((a.mg + S.bm - 1) / S.bm),
+        static_cast<unsigned>(p.group * a.splits));
+    static std::atomic<uint64_t> configured{0}; // one bit per device: shared-memory limit raised
+    if constexpr (S.nhwc && S.bk > 32 && sizeof(T) == 4)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %s has 64-channel chunks, which take FP16/BF16 only", kTileNames[TILE]);
+        return kDCN_UNSUPPORTED;
+    }
+    else if constexpr (S.tmaA && S.bk * sizeof(T) != 128)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %s copies 128-byte weight rows by TMA, which take FP32 only",
+            kTileNames[TILE]);
+        return kDCN_UNSUPPORTED;
+    }
+    // A warpgroup tile whose 3xTF32 stages (both TF32 parts of each operand) exceed the largest
+    // shared memory of a 9.x block: no kernel is instantiated (it could never launch, and it spills);
+    // unsupportedReason refuses it on the host first.
+    else if constexpr (S.nhwc && S.wgmma && MK == MathKind::k3xTf32
+        && S.stages * 2 * (stageABytes(S, sizeof(T)) + stageBBytes(S, sizeof(T))) > 227 * 1024)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %s does not fit in shared memory in 3xTF32 (both TF32 parts of "
+            "each operand); it runs FP32 in TF32 mode only", kTileNames[TILE]);
+        return kDCN_UNSUPPORTED;
+    }
+    else if constexpr (S.nhwc)
+    {
+        // FP32 warpgroup tiles: 3xTF32 keeps every operand as two TF32 parts (NTile::SPLIT).
+        constexpr int SPLIT = S.wgmma && MK == MathKind::k3xTf32 ? 2 : 1;
+        using C
+            = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma, S.pregs, SPLIT>;
+        // x: channel-last as given, or copied so into the workspace; the weights: prepared once
+        // (dcnPrepareWeights), or permuted into the workspace by this call's prep pass.
+        bool const nhwcX = p.xLayout == kDCN_LAYOUT_NHWC;
+        bool const prepared = p.weightLayout == kDCN_WEIGHT_PREPARED;
+        char* const ws = static_cast<char*>(q.workspace);
+        T* const xhWork = reinterpret_cast<T*>(ws);
+        T* const wpWork = reinterpret_cast<T*>(ws + alignUp(size_t(p.n) * p.c * p.h * p.w * sizeof(T)));
+        T const* const xh = nhwcX ? static_cast<T const*>(q.x) : xhWork;
+        T const* const wp = prepared
+            ? reinterpret_cast<T const*>(static_cast<char const*>(q.weight) + preparedOffset(p, weightPartOf(S, p)))
+            : wpWork;
+        float* const partial = reinterpret_cast<float*>(ws + nhwcBytes(p));
+        auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
+        // Before anything is launched, so that a failure leaves no work queued.
+        DcnStatus s = configureKernel(kernel, d, configured, TILE, C::PREGS > 0 ? C::LAUNCH_REGS : 0, msg, msgLen);
+        if (s != kDCN_SUCCESS)
+            return s;
+        CUtensorMap tmA{}; // TMA tiles: encoded before anything is launched, too
+        if constexpr (S.tmaA)
+        {
+            DcnStatus const m = weightMap(tmA, const_cast<T*>(wp), p, a.kg, S.bm, SPLIT, msg, msgLen);
+            if (m != kDCN_SUCCESS)
+                return m;
+        }
+        bool const pdl = builtSm90For(d.ccMajor);
+        PrepWork work;
+        if (!nhwcX)
+        {
+            work.x = q.x;
+            work.xh = xhWork;
+        }
+        if (!prepared)
+        {
+            work.w = q.weight;
+            work.wp = wpWork;
+            work.bk = S.bk;
+            work.wMode = weightModeOf(S, p);
+        }
+        // The prep kernel too is a programmatic dependent of whatever the stream ran before: it may be
+        // scheduled while that kernel's last blocks finish, and waits for it before touching memory
+        // (H200: 1-4.5% less time per call on most layers).
+        s = launchPrep(p, work, pdl, stream, "prep kernel", msg, msgLen);
+        if (s != kDCN_SUCCESS)
+            return s;
+        FusedArgs at = a;
+        at.waitFirst = nhwcX && prepared ? 1 : 0;
+        size_t const smem = C::smemBytes(a.kk, a.planSlots);
+        // A split tail (c.tailSplits > 1, a.splits == 1): the first pixel tiles unsplit, then the
+        // last c.tailTiles with K split, whose partial sums the reduction adds up.
+        dim3 tgrid = grid;
+        if (c.tailSplits > 1)
+        {
+            dim3 const head(grid.x - static_cast<unsigned>(c.tailTiles), grid.y, grid.z);
+            if (head.x > 0)
+            {
+                cudaError_t const e = launchEx(pdl, kernel, head, dim3(C::THREADS), smem, stream, at, xh, q.offset,
+                    q.mask, wp, q.bias, q.out, partial, tmA);
+                s = launchError("fused kernel", p, TILE, msg, msgLen, e);
+                if (s != kDCN_SUCCESS)
+                    return s;
+            }
+            at.splits = c.tailSplits;
+            at.tileBase = static_cast<int32_t>(head.x);
+            at.pixBase = static_cast<int32_t>(head.x * S.bn);
+            tgrid = dim3(static_cast<unsigned>(c.tailTiles), grid.y, static_cast<unsigned>(p.group * c.tailSplits));
+        }
+        cudaError_t const err = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, at, xh, q.offset, q.mask,
+            wp, q.bias, q.out, partial, tmA);
+        s = launchError("fused kernel", p, TILE, msg, msgLen, err);
+        if (s != kDCN_SUCCESS || at.splits == 1)
+            return s;
+        return launchSplitReduce(p, at, partial, q.bias, q.out, pdl, TILE, stream, msg, msgLen);
+    }
+    else
+    {
+        using C = Tile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, 1>;
+        (void)c; // no K split, no split tail
+        auto const kernel = dcnFusedForwardKernel<T, MK, C>;
+        DcnStatus const s = configureKernel(kernel, d, configured, TILE, 0, msg, msgLen);
+        if (s != kDCN_SUCCESS)
+            return s;
+        kernel<<<grid, C::THREADS, C::smemBytes(a.kk, a.planSlots), stream>>>(a, static_cast<T const*>(q.x),
+            static_cast<T const*>(q.offset), static_cast<T const*>(q.mask), static_cast<T const*>(q.weight),
+            static_cast<T const*>(q.bias), static_cast<T*>(q.out));
+        return launchError("fused kernel", p, TILE, msg, msgLen);
+    }
+}
+
+/* launchTile of c.tile when that tile belongs to family F (the others are not instantiated here). */
+template <TileFamily F, typename T, MathKind MK, int TILE = 0>
+DcnStatus launchInFamily(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
+    cudaStream_t stream, char* msg, size_t msgLen)
+{
+    if constexpr (TILE == kTileCount)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile configuration %d is not in this instantiation unit", c.tile);
+        return kDCN_UNSUPPORTED;
+    }
+    else
+    {
+        if constexpr (familyOf(kTiles[TILE]) == F)
+        {
+            if (c.tile == TILE)
+                return launchTile<T, MK, TILE>(p, c, a, d, q, stream, msg, msgLen);
+        }
+        return launchInFamily<F, T, MK, TILE + 1>(p, c, a, d, q, stream, msg, msgLen);
+    }
+}
+
+/* launchInFamily for p's element type and math. */
+template <TileFamily F>
+DcnStatus launchFamily(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
+    cudaStream_t stream, char* msg, size_t msgLen)
+{
+    switch (p.dtype)
+    {
+    case kDCN_FLOAT16: return launchInFamily<F, __half, MathKind::kNative>(p, c, a, d, q, stream, msg, msgLen);
+    case kDCN_BFLOAT16: return launchInFamily<F, __nv_bfloat16, MathKind::kNative>(p, c, a, d, q, stream, msg, msgLen);
+    case kDCN_FLOAT32:
+        if (p.math == kDCN_MATH_TF32)
+            return launchInFamily<F, float, MathKind::kTf32>(p, c, a, d, q, stream, msg, msgLen);
+        return launchInFamily<F, float, MathKind::k3xTf32>(p, c, a, d, q, stream, msg, msgLen);
+    default: break;
+    }
+    setMsg(msg, msgLen, "fused kernel: no implementation for dtype %d", p.dtype);
+    return kDCN_UNSUPPORTED;
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_LAUNCH_TILE_CUH
