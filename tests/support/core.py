@@ -32,8 +32,12 @@ __all__ = [
     "BFLOAT16",
     "FLOAT16",
     "FLOAT32",
+    "LAYOUT_NCHW",
+    "LAYOUT_NHWC",
     "MATH_ACCURATE",
     "MATH_TF32",
+    "WEIGHT_OIHW",
+    "WEIGHT_PREPARED",
     "DcnParams",
     "bf16_bits_to_float",
     "float_to_bf16_bits",
@@ -42,6 +46,8 @@ __all__ = [
     "load",
     "make_params",
     "output_size",
+    "prepare_weights",
+    "prepared_weights_size",
     "validate",
     "workspace_size",
 ]
@@ -66,6 +72,12 @@ MAX_SPLITS = 8
 # DcnMath
 MATH_ACCURATE = 0
 MATH_TF32 = 1
+# DcnLayout (x) and DcnWeightLayout
+LAYOUT_NCHW = 0
+LAYOUT_NHWC = 1
+WEIGHT_OIHW = 0
+WEIGHT_PREPARED = 1
+UINT8 = -1  # not a DcnDataType: the prepared weights' byte buffer, for _check_array
 
 STATUS_NAMES = {
     SUCCESS: "kDCN_SUCCESS",
@@ -159,6 +171,18 @@ def _load(path: str) -> ctypes.CDLL:
         ctypes.c_size_t,
     ]
     lib.dcnForward.restype = ctypes.c_int
+    lib.dcnPreparedWeightsSize.argtypes = [ctypes.POINTER(DcnParams)]
+    lib.dcnPreparedWeightsSize.restype = ctypes.c_size_t
+    lib.dcnPrepareWeights.argtypes = [
+        ctypes.POINTER(DcnParams),
+        ctypes.c_void_p,  # weight
+        ctypes.c_void_p,  # prepared
+        ctypes.c_size_t,
+        ctypes.c_void_p,  # stream
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
+    lib.dcnPrepareWeights.restype = ctypes.c_int
     lib.dcnFusedTileCount.argtypes = []
     lib.dcnFusedTileCount.restype = ctypes.c_int32
     # p, sms, smemOptin, ccMajor, then the int32 outputs (tile, splits[, tailTiles, tailSplits]), msg
@@ -254,7 +278,12 @@ def workspace_size(params: DcnParams, lib: ctypes.CDLL | None = None) -> int:
     return int(lib.dcnWorkspaceSize(ctypes.byref(params)))
 
 
-_DTYPE_NAMES = {FLOAT32: ("float32",), FLOAT16: ("float16",), BFLOAT16: ("uint16", "bfloat16")}
+_DTYPE_NAMES = {
+    FLOAT32: ("float32",),
+    FLOAT16: ("float16",),
+    BFLOAT16: ("uint16", "bfloat16"),
+    UINT8: ("uint8",),
+}
 
 
 def _check_array(name: str, arr: Any, shape: tuple[int, ...], dtype: int) -> None:
@@ -273,6 +302,32 @@ def _raise_status(status: int, message: str) -> None:
     if status == UNSUPPORTED:
         raise UnsupportedNodeError(text)
     raise DcnConvertError(text)
+
+
+def prepared_weights_size(params: DcnParams, lib: ctypes.CDLL | None = None) -> int:
+    """``dcnPreparedWeightsSize``: bytes of the prepared weights of ``params``."""
+    lib = lib or load()
+    return int(lib.dcnPreparedWeightsSize(ctypes.byref(params)))
+
+
+def prepare_weights(params: DcnParams, weight: Any, lib: ctypes.CDLL | None = None) -> Any:
+    """``dcnPrepareWeights`` on CuPy's current stream: a new ``uint8`` device buffer holding the
+    prepared form of the OIHW device weights ``weight``, for a forward with
+    ``params.weightLayout = WEIGHT_PREPARED``."""
+    import cupy
+
+    lib = lib or load()
+    size = prepared_weights_size(params, lib)
+    buf = cupy.empty((size,), dtype=cupy.uint8)
+    msg = ctypes.create_string_buffer(_MSG_LEN)
+    stream = cupy.cuda.get_current_stream().ptr
+    status = int(
+        lib.dcnPrepareWeights(ctypes.byref(params), weight.data.ptr, buf.data.ptr, size, stream, msg,
+                              _MSG_LEN)
+    )
+    if status != SUCCESS:
+        _raise_status(status, msg.value.decode("utf-8", "replace"))
+    return buf
 
 
 def forward(
@@ -318,14 +373,19 @@ def forward(
         out = cupy.empty(out_shape, dtype=np_dtype)
     if check:
         cg = params.c // params.group if params.group > 0 else 0
-        _check_array("x", x, (params.n, params.c, params.h, params.w), params.dtype)
+        x_shape = (params.n, params.h, params.w, params.c) if params.xLayout == LAYOUT_NHWC else (
+            params.n, params.c, params.h, params.w)
+        _check_array("x", x, x_shape, params.dtype)
         _check_array(
             "offset", offset, (params.n, 2 * params.deformableGroup * kk, params.ho, params.wo), params.dtype
         )
         _check_array(
             "mask", mask, (params.n, params.deformableGroup * kk, params.ho, params.wo), params.dtype
         )
-        _check_array("weight", weight, (params.cout, cg, params.kh, params.kw), params.dtype)
+        if params.weightLayout == WEIGHT_PREPARED:
+            _check_array("weight", weight, (prepared_weights_size(params, lib),), UINT8)
+        else:
+            _check_array("weight", weight, (params.cout, cg, params.kh, params.kw), params.dtype)
         if params.withBias:
             if bias is None:
                 raise ValidationError("DcnParams.withBias = 1 but no bias array was given")

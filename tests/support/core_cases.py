@@ -319,8 +319,14 @@ def run_core(
     algo: int = core.ALGO_AUTO,
     stream=None,
     math: int = core.MATH_ACCURATE,
+    *,
+    channel_last: bool = False,
+    prepared: bool = False,
 ) -> np.ndarray:
-    """Runs the core on ``inputs`` and returns the output as float64 (checks poison and guard)."""
+    """Runs the core on ``inputs`` and returns the output as float64 (checks poison and guard).
+
+    ``channel_last``: x goes in as NHWC (``DcnParams.xLayout``); ``prepared``: the weights go in
+    prepared by ``dcnPrepareWeights`` (``DcnParams.weightLayout``)."""
     import cupy
 
     p = params_for(case, dtype, algo, math)
@@ -329,8 +335,15 @@ def run_core(
     stream = stream or cupy.cuda.Stream(non_blocking=True)
     with stream:  # uploads, poison and kernel all on one stream
         dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
+        x, weight = dev["x"], dev["weight"]
+        if channel_last:
+            p.xLayout = core.LAYOUT_NHWC
+            x = cupy.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        if prepared:
+            weight = core.prepare_weights(p, weight, lib)
+            p.weightLayout = core.WEIGHT_PREPARED
         buf, out = poisoned_output((p.n, p.cout, p.ho, p.wo), dtype)
-        core.forward(p, dev["x"], dev["offset"], dev["mask"], dev["weight"], dev["bias"], out, lib=lib)
+        core.forward(p, x, dev["offset"], dev["mask"], weight, dev["bias"], out, lib=lib)
     stream.synchronize()
     assert guard_intact(buf, out.size, dtype), "the kernel wrote past the end of the output"
     result = from_device(out, dtype)

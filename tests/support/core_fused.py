@@ -11,7 +11,8 @@ from typing import Any
 
 from support import core as _c
 
-__all__ = ["H200_DEVICE", "TileInfo", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count", "tile_index", "tile_infos"]
+__all__ = ["H200_DEVICE", "TileInfo", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count",
+           "tile_index", "tile_infos"]
 
 
 def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
