@@ -18,7 +18,10 @@ from dataclasses import asdict, dataclass
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 MATH_ACCURATE, MATH_TF32 = 0, 1
 
-IMPLS = ("fused", "simple", "baseline", "torchvision")
+#: fused: AUTO with NCHW x and OIHW weights (its prep pass makes both layouts each call);
+#: fused-engine: AUTO as a TensorRT engine with constant weights and a channel-last neighbour runs it
+#: (x as NHWC, the weights prepared once by dcnPrepareWeights: no prep pass).
+IMPLS = ("fused", "fused-engine", "simple", "baseline", "torchvision")
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class Precision:
 
 PRECISIONS: tuple[Precision, ...] = (
     Precision("fp32", FLOAT32, MATH_ACCURATE, 4, "float32", IMPLS, "fp32"),
-    Precision("tf32", FLOAT32, MATH_TF32, 4, "float32", ("fused",), "fp32"),
+    Precision("tf32", FLOAT32, MATH_TF32, 4, "float32", ("fused", "fused-engine"), "fp32"),
     Precision("fp16", FLOAT16, MATH_ACCURATE, 2, "float16", IMPLS, "fp16"),
     Precision("bf16", BFLOAT16, MATH_ACCURATE, 2, "uint16", IMPLS, "bf16"),
 )

@@ -278,6 +278,9 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict, tiles: bool =
         else:
             factories = {
                 "fused": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED),
+                "fused-engine": lambda p=prec: gpu.core_impl(
+                    libs["core"], shape, p, core.ALGO_FUSED, engine=True
+                ),
                 "simple": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_SIMPLE),
                 "baseline": lambda p=prec: gpu.baseline_impl(libs["baseline"], shape, p),
                 "torchvision": lambda: gpu.torchvision_impl(shape),
@@ -285,7 +288,8 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict, tiles: bool =
             for impl in prec.impls:
                 if impl not in args.impl_list:
                     continue
-                lib_key = {"fused": "core", "simple": "core", "baseline": "baseline"}.get(impl)
+                libs_of = {"fused": "core", "fused-engine": "core", "simple": "core", "baseline": "baseline"}
+                lib_key = libs_of.get(impl)
                 if lib_key and libs[lib_key] is None:
                     msg = f"no {lib_key} library: " + libs["errors"].get(lib_key, "?")
                     row = _row(shape, prec, impl, status="error", message=msg)

@@ -150,11 +150,19 @@ def params_for(shape: Shape, prec: Precision, algo: int) -> core.DcnParams:
     )
 
 
-def core_impl(lib: ctypes.CDLL, shape: Shape, prec: Precision, algo: int) -> Callable[[dict], None]:
-    """Our core library (fused, fused tile i or simple) through support.core.forward."""
+def core_impl(
+    lib: ctypes.CDLL, shape: Shape, prec: Precision, algo: int, engine: bool = False
+) -> Callable[[dict], None]:
+    """Our core library (fused, fused tile i or simple) through support.core.forward. ``engine``: x
+    channel-last and the weights prepared once (``DcnParams.xLayout``/``weightLayout``), as a TensorRT
+    engine with constant weights and a channel-last producer of x runs the plugin; each set's NHWC x
+    and prepared weights are made on its first (warm-up) call, outside the timed calls."""
     import cupy
 
     p = params_for(shape, prec, algo)
+    if engine:
+        p.xLayout = core.LAYOUT_NHWC
+        p.weightLayout = core.WEIGHT_PREPARED
     status, msg = core.validate(p, lib)
     if status == core.UNSUPPORTED:
         raise ImplError("unsupported", msg)
@@ -164,10 +172,16 @@ def core_impl(lib: ctypes.CDLL, shape: Shape, prec: Precision, algo: int) -> Cal
     ws = cupy.empty((max(need, 1),), dtype=cupy.uint8) if need else None
 
     def call(st: dict) -> None:
+        if engine and "x_nhwc" not in st:
+            st["x_nhwc"] = cupy.ascontiguousarray(st["x"].transpose(0, 2, 3, 1))
+            oihw = params_for(shape, prec, algo)
+            st["prepared"] = core.prepare_weights(oihw, st["weight"], lib)
+        keys = ("x_nhwc", "offset", "mask", "prepared", "bias", "out") if engine else (
+            "x", "offset", "mask", "weight", "bias", "out")
         try:
             core.forward(
                 p,
-                *(st[k] for k in ("x", "offset", "mask", "weight", "bias", "out")),
+                *(st[k] for k in keys),
                 workspace=ws,
                 lib=lib,
                 check=False,

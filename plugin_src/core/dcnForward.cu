@@ -88,9 +88,57 @@ DcnStatus launchSimple(DcnParams const& p, void const* x, void const* offset, vo
     return launchSimpleTile<T, 64>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
 }
 
+template <typename D, typename S>
+__global__ void dcnConvertKernel(S const* __restrict__ src, D* __restrict__ dst, int64_t count)
+{
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+        dst[i] = dcn::simple::fromFloat<D>(dcn::simple::toFloat<S>(src[i]));
+}
+
+template <typename D>
+cudaError_t convertTo(void const* src, int32_t srcType, D* dst, int64_t count, cudaStream_t stream)
+{
+    int64_t const blocks64 = (count + 255) / 256;
+    unsigned const blocks = static_cast<unsigned>(blocks64 < 65535 ? (blocks64 > 0 ? blocks64 : 1) : 65535);
+    switch (srcType)
+    {
+    case kDCN_FLOAT32: dcnConvertKernel<D, float><<<blocks, 256, 0, stream>>>(static_cast<float const*>(src), dst, count); break;
+    case kDCN_FLOAT16: dcnConvertKernel<D, __half><<<blocks, 256, 0, stream>>>(static_cast<__half const*>(src), dst, count); break;
+    default:
+        dcnConvertKernel<D, __nv_bfloat16><<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16 const*>(src), dst, count);
+        break;
+    }
+    return cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" {
+
+DCN_CORE_EXPORT DcnStatus dcnConvertElements(void const* src, int32_t srcType, void* dst, int32_t dstType, int64_t count,
+    cudaStream_t stream, char* msg, size_t msgLen)
+{
+    bool const types = srcType >= kDCN_FLOAT32 && srcType <= kDCN_BFLOAT16 && dstType >= kDCN_FLOAT32
+        && dstType <= kDCN_BFLOAT16;
+    if (!types || count < 0 || (count > 0 && (src == nullptr || dst == nullptr)))
+    {
+        setMsg(msg, msgLen, "dcnConvertElements: types %d -> %d, count %lld, pointers %p -> %p are invalid", srcType,
+            dstType, static_cast<long long>(count), src, dst);
+        return kDCN_INVALID_ARGUMENT;
+    }
+    if (count == 0)
+        return kDCN_SUCCESS;
+    cudaError_t const err = dstType == kDCN_FLOAT32 ? convertTo(src, srcType, static_cast<float*>(dst), count, stream)
+        : dstType == kDCN_FLOAT16 ? convertTo(src, srcType, static_cast<__half*>(dst), count, stream)
+                                  : convertTo(src, srcType, static_cast<__nv_bfloat16*>(dst), count, stream);
+    if (err != cudaSuccess)
+    {
+        setMsg(msg, msgLen, "dcnConvertElements: launch failed: %s (%s)", cudaGetErrorName(err), cudaGetErrorString(err));
+        return kDCN_CUDA_ERROR;
+    }
+    return kDCN_SUCCESS;
+}
 
 DCN_CORE_EXPORT int32_t dcnFusedTileCount(void)
 {

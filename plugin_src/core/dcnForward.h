@@ -80,6 +80,11 @@ size_t dcnPreparedWeightsSize(DcnParams const* p);
 DcnStatus dcnPrepareWeights(DcnParams const* p, void const* weight, void* prepared, size_t size, cudaStream_t stream,
     char* msg, size_t msgLen);
 
+/* dst[i] = src[i] for i < count, converted from DcnDataType srcType to dstType (round to nearest
+ * even), on `stream`: device pointers. For weights held elsewhere in another type. */
+DcnStatus dcnConvertElements(void const* src, int32_t srcType, void* dst, int32_t dstType, int64_t count,
+    cudaStream_t stream, char* msg, size_t msgLen);
+
 /* Runs the forward on `stream`. Device pointers; bias may be NULL when withBias == 0.
  * No host synchronisation, no allocation. Returns kDCN_SUCCESS or an error with msg filled. */
 DcnStatus dcnForward(DcnParams const* p, void const* x, void const* offset, void const* mask,

@@ -22,6 +22,10 @@ DcnPlugin::DcnPlugin(std::string layerName, DcnAttributes const& attrs)
     : mLayerName(std::move(layerName))
     , mAttrs(attrs)
 {
+    if (mAttrs.embedded)
+    {
+        mDeviceWeights = std::make_shared<DeviceWeights>(mAttrs.embedded);
+    }
     buildSerializationFields();
 }
 
@@ -33,6 +37,8 @@ DcnPlugin::DcnPlugin(DcnPlugin const& other)
     , mLayerName(other.mLayerName)
     , mAttrs(other.mAttrs)
     , mNbInputs(other.mNbInputs)
+    , mXLayout(other.mXLayout)
+    , mDeviceWeights(other.mDeviceWeights)
 {
     setErrorRecorder(other.mRecorder);
     buildSerializationFields();
@@ -41,6 +47,48 @@ DcnPlugin::DcnPlugin(DcnPlugin const& other)
 DcnPlugin::~DcnPlugin()
 {
     setErrorRecorder(nullptr);
+}
+
+void DcnPlugin::checkInputCount(int32_t nbInputs) const
+{
+    if (mAttrs.embedded)
+    {
+        DCN_VALIDATE(nbInputs == kEMBEDDED_INPUTS,
+            "the node carries its weights (fields weight, weight_shape), so it takes 3 inputs (x, offset, mask), got "
+                << nbInputs);
+    }
+    else
+    {
+        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
+            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs
+                << (nbInputs == kEMBEDDED_INPUTS ? "; 3 inputs need the fields weight and weight_shape" : ""));
+    }
+}
+
+int32_t DcnPlugin::logicalDims(nvinfer1::Dims const* in, int32_t nbInputs, nvinfer1::Dims (&out)[kMAX_INPUTS]) const
+{
+    checkInputCount(nbInputs);
+    for (int32_t i = 0; i < nbInputs; ++i)
+    {
+        out[i] = in[i];
+    }
+    EmbeddedWeights const* const e = mAttrs.embedded.get();
+    if (e == nullptr)
+    {
+        return nbInputs;
+    }
+    out[kIN_WEIGHT].nbDims = 4;
+    for (int32_t k = 0; k < 4; ++k)
+    {
+        out[kIN_WEIGHT].d[k] = e->shape[k];
+    }
+    if (!e->hasBias)
+    {
+        return kMIN_INPUTS;
+    }
+    out[kIN_BIAS].nbDims = 1;
+    out[kIN_BIAS].d[0] = e->shape[0];
+    return kMAX_INPUTS;
 }
 
 void DcnPlugin::setErrorRecorder(nvinfer1::IErrorRecorder* recorder) noexcept

@@ -11,8 +11,10 @@
 #include "NvInferRuntime.h"
 
 #include "../core/dcnParams.h"
+#include "dcnPluginWeights.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,14 +32,14 @@ constexpr char const* kDCN_PLUGIN_NAMESPACE{"dcnconvert"};
 struct DcnFieldSpec
 {
     char const* name;
-    nvinfer1::PluginFieldType type;
-    int32_t length;
+    nvinfer1::PluginFieldType type; //!< kFLOAT32 rows take kFLOAT32, kFLOAT16 or kBF16 values
+    int32_t length;                 //!< -1: as many as the other fields say (see below)
     bool required; //!< an optional field may be absent (its default applies)
     int32_t minimum; //!< smallest accepted value of every element
     int32_t maximum; //!< largest accepted value of every element
 };
 
-constexpr int32_t kDCN_NB_FIELDS{6};
+constexpr int32_t kDCN_NB_FIELDS{9};
 constexpr DcnFieldSpec kDCN_FIELDS[kDCN_NB_FIELDS] = {
     {"stride", nvinfer1::PluginFieldType::kINT32, 2, true, 1, INT32_MAX},
     {"padding", nvinfer1::PluginFieldType::kINT32, 2, true, 0, INT32_MAX},
@@ -46,7 +48,16 @@ constexpr DcnFieldSpec kDCN_FIELDS[kDCN_NB_FIELDS] = {
     {"deformable_group", nvinfer1::PluginFieldType::kINT32, 1, true, 1, INT32_MAX},
     // 1: FLOAT32 math may use TF32 (DcnParams.math = kDCN_MATH_TF32); 0 or absent: FP32-accurate.
     {"allow_tf32", nvinfer1::PluginFieldType::kINT32, 1, false, 0, 1},
+    // Constant weights carried by the node (dcnPluginWeights.h): the OIHW weights, prod(weight_shape)
+    // values; their shape [cout, c / group, kh, kw]; the bias, weight_shape[0] values (only with
+    // weight). A node with them has the inputs x, offset and mask only.
+    {"weight", nvinfer1::PluginFieldType::kFLOAT32, -1, false, 0, 0},
+    {"weight_shape", nvinfer1::PluginFieldType::kINT32, 4, false, 1, INT32_MAX},
+    {"bias", nvinfer1::PluginFieldType::kFLOAT32, -1, false, 0, 0},
 };
+constexpr int32_t kFIELD_WEIGHT{6};
+constexpr int32_t kFIELD_WEIGHT_SHAPE{7};
+constexpr int32_t kFIELD_BIAS{8};
 
 // --- Inputs (schema.py: INPUT_NAMES) ---
 constexpr int32_t kIN_X{0};
@@ -56,6 +67,7 @@ constexpr int32_t kIN_WEIGHT{3};
 constexpr int32_t kIN_BIAS{4};
 constexpr int32_t kMIN_INPUTS{4};
 constexpr int32_t kMAX_INPUTS{5};
+constexpr int32_t kEMBEDDED_INPUTS{3}; //!< x, offset, mask: the weights (and bias) are fields
 constexpr char const* kINPUT_NAMES[kMAX_INPUTS] = {"x", "offset", "mask", "weight", "bias"};
 
 //! The plugin's attributes; pairs are (h, w) as in the ONNX node.
@@ -67,6 +79,7 @@ struct DcnAttributes
     int32_t group{1};
     int32_t deformableGroup{1};
     int32_t allowTf32{0}; //!< 0 or 1 (optional field allow_tf32)
+    std::shared_ptr<EmbeddedWeights const> embedded; //!< the fields weight, weight_shape, bias; or null
 };
 
 //! DcnParams.math for the attributes: kDCN_MATH_TF32 when allow_tf32 is 1, else kDCN_MATH_ACCURATE.
@@ -135,11 +148,20 @@ private:
         nvinfer1::DataType type) const;
     void setErrorRecorder(nvinfer1::IErrorRecorder* recorder) noexcept;
     void buildSerializationFields();
+    //! The inputs' dims as the core sees them: x, offset, mask, weight[, bias], the last two from the
+    //! embedded weights when the node carries them. Returns their count (4 or 5).
+    int32_t logicalDims(nvinfer1::Dims const* in, int32_t nbInputs, nvinfer1::Dims (&out)[kMAX_INPUTS]) const;
+    //! Whether x may have the channel-last format of `x` (supportsFormatCombination).
+    bool channelLastOk(nvinfer1::PluginTensorDesc const& x) const noexcept;
+    //! Throws DcnError unless nbInputs is what the node takes (3 with embedded weights, else 4 or 5).
+    void checkInputCount(int32_t nbInputs) const;
 
     std::string mLayerName;
     DcnAttributes mAttrs;
     nvinfer1::IErrorRecorder* mRecorder{nullptr};
-    int32_t mNbInputs{0}; //!< 4 or 5 once configurePlugin/onShapeChange ran (enqueue has no count)
+    int32_t mNbInputs{0}; //!< 3, 4 or 5 once configurePlugin/onShapeChange ran (enqueue has no count)
+    int32_t mXLayout{kDCN_LAYOUT_NCHW}; //!< DcnLayout of x (its TensorFormat), from onShapeChange
+    std::shared_ptr<DeviceWeights> mDeviceWeights; //!< embedded weights on the device; shared by clones
     std::vector<nvinfer1::PluginField> mSerialFields;
     nvinfer1::PluginFieldCollection mSerialCollection{};
 };

@@ -29,6 +29,20 @@ namespace dcnconvert
 namespace trt
 {
 
+bool DcnPlugin::channelLastOk(PluginTensorDesc const& x) const noexcept
+{
+    bool const format = (x.type == DataType::kHALF && (x.format == TensorFormat::kHWC8 || x.format == TensorFormat::kHWC16))
+        || (x.type == DataType::kBF16 && x.format == TensorFormat::kHWC8)
+        || (x.type == DataType::kFLOAT && x.format == TensorFormat::kHWC);
+    if (!format || x.dims.nbDims != 4)
+    {
+        return false;
+    }
+    int64_t const c = x.dims.d[1];
+    return c > 0 && c % (32 * static_cast<int64_t>(mAttrs.group)) == 0
+        && c % (32 * static_cast<int64_t>(mAttrs.deformableGroup)) == 0;
+}
+
 int32_t DcnPlugin::getNbOutputs() const noexcept
 {
     return 1;
@@ -40,8 +54,7 @@ int32_t DcnPlugin::getOutputDataTypes(
     try
     {
         DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
-        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
-            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        checkInputCount(nbInputs);
         DCN_VALIDATE(outputTypes != nullptr && inputTypes != nullptr, "null type array");
         DCN_VALIDATE(toDcnDataType(inputTypes[kIN_X]) >= 0,
             "input 'x' has type " << dataTypeName(inputTypes[kIN_X])
@@ -75,6 +88,8 @@ int32_t DcnPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs, Di
         DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
         DCN_VALIDATE(nbShapeInputs == 0, "the plugin takes no shape inputs, got " << nbShapeInputs);
         DCN_VALIDATE(inputs != nullptr && outputs != nullptr, "null shape array");
+        checkInputCount(nbInputs);
+        EmbeddedWeights const* const e = mAttrs.embedded.get();
         ShapeView s;
         s.nbInputs = nbInputs;
         for (int32_t i = 0; i < std::min(nbInputs, kMAX_INPUTS); ++i)
@@ -82,20 +97,41 @@ int32_t DcnPlugin::getOutputShapes(DimsExprs const* inputs, int32_t nbInputs, Di
             s.rank[i] = inputs[i].nbDims;
             for (int32_t k = 0; k < 4; ++k)
             {
-                IDimensionExpr const* e = k < inputs[i].nbDims ? inputs[i].d[k] : nullptr;
-                s.d[i][k] = e != nullptr && e->isConstant() ? e->getConstantValue() : kUNKNOWN_DIM;
+                IDimensionExpr const* d = k < inputs[i].nbDims ? inputs[i].d[k] : nullptr;
+                s.d[i][k] = d != nullptr && d->isConstant() ? d->getConstantValue() : kUNKNOWN_DIM;
+            }
+        }
+        // The weight's dims: the input's, or constants from weight_shape when the node carries them.
+        IDimensionExpr const* weight[4] = {};
+        if (e != nullptr)
+        {
+            s.nbInputs = e->hasBias ? kMAX_INPUTS : kMIN_INPUTS;
+            s.rank[kIN_WEIGHT] = 4;
+            for (int32_t k = 0; k < 4; ++k)
+            {
+                s.d[kIN_WEIGHT][k] = e->shape[k];
+                weight[k] = exprBuilder.constant(e->shape[k]);
+                DCN_VALIDATE(weight[k] != nullptr, "IExprBuilder::constant(" << e->shape[k] << ") returned null");
+            }
+            s.rank[kIN_BIAS] = 1;
+            s.d[kIN_BIAS][0] = e->shape[0];
+        }
+        else
+        {
+            for (int32_t k = 0; k < 4; ++k)
+            {
+                weight[k] = inputs[kIN_WEIGHT].d[k];
             }
         }
         std::pair<int64_t, int64_t> const hw = checkShapes(s, mAttrs, false);
         DimsExprs const& x = inputs[kIN_X];
-        DimsExprs const& weight = inputs[kIN_WEIGHT];
         outputs[0].nbDims = 4;
         outputs[0].d[0] = x.d[0];
-        outputs[0].d[1] = weight.d[0];
+        outputs[0].d[1] = weight[0];
         outputs[0].d[2] = outputSizeExpr(
-            exprBuilder, *x.d[2], *weight.d[2], mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0], hw.first);
+            exprBuilder, *x.d[2], *weight[2], mAttrs.stride[0], mAttrs.padding[0], mAttrs.dilation[0], hw.first);
         outputs[0].d[3] = outputSizeExpr(
-            exprBuilder, *x.d[3], *weight.d[3], mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1], hw.second);
+            exprBuilder, *x.d[3], *weight[3], mAttrs.stride[1], mAttrs.padding[1], mAttrs.dilation[1], hw.second);
         return 0;
     }
     catch (std::exception const& e)
@@ -111,17 +147,23 @@ bool DcnPlugin::supportsFormatCombination(
     try
     {
         DCN_VALIDATE(inOut != nullptr, "null tensor descriptions");
-        DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
-            "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+        checkInputCount(nbInputs);
         DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
         DCN_VALIDATE(pos >= 0 && pos < nbInputs + nbOutputs,
             "position " << pos << " out of range [0, " << nbInputs + nbOutputs << ")");
         PluginTensorDesc const& desc = inOut[pos].desc;
-        if (desc.format != TensorFormat::kLINEAR || toDcnDataType(desc.type) < 0)
+        if (toDcnDataType(desc.type) < 0 || (pos > 0 && desc.type != inOut[0].desc.type))
         {
             return false;
         }
-        return pos == 0 || desc.type == inOut[0].desc.type;
+        if (desc.format == TensorFormat::kLINEAR)
+        {
+            return true;
+        }
+        // x may come channel-last (no transpose before the plugin where its producer writes that
+        // format): FP16 as kHWC8 or kHWC16, BF16 as kHWC8, FP32 as kHWC, when the channels are
+        // known and the channel-vectorised kernel takes them (then kHWC8/kHWC16 hold no padding).
+        return pos == kIN_X && channelLastOk(desc);
     }
     catch (std::exception const& e)
     {
@@ -136,12 +178,14 @@ int32_t DcnPlugin::configurePlugin(
     try
     {
         checkIoCounts(in, nbInputs, out, nbOutputs);
-        Dims dims[kMAX_INPUTS];
+        Dims given[kMAX_INPUTS];
         for (int32_t i = 0; i < nbInputs; ++i)
         {
-            dims[i] = in[i].desc.dims;
+            given[i] = in[i].desc.dims;
         }
-        checkShapes(viewOf(dims, nbInputs), mAttrs, false);
+        Dims dims[kMAX_INPUTS];
+        int32_t const logical = logicalDims(given, nbInputs, dims);
+        checkShapes(viewOf(dims, logical), mAttrs, false);
         mNbInputs = nbInputs;
         return 0;
     }
@@ -159,8 +203,15 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
     {
         checkIoCounts(inputs, nbInputs, outputs, nbOutputs);
         // Sized from the profile's maximum dims: desc.dims holds -1 for dynamic dimensions.
-        Dims const& x = inputs[kIN_X].max;
-        Dims const& weight = inputs[kIN_WEIGHT].max;
+        Dims given[kMAX_INPUTS];
+        for (int32_t i = 0; i < nbInputs; ++i)
+        {
+            given[i] = inputs[i].max;
+        }
+        Dims dims[kMAX_INPUTS];
+        int32_t const logical = logicalDims(given, nbInputs, dims);
+        Dims const& x = dims[kIN_X];
+        Dims const& weight = dims[kIN_WEIGHT];
         Dims const& out = outputs[0].max;
         DCN_VALIDATE(x.nbDims == 4 && weight.nbDims == 4 && out.nbDims == 4,
             "expected rank-4 x, weight and output in the profile's max dims, got ranks "
@@ -188,7 +239,9 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
         p.dilationW = mAttrs.dilation[1];
         p.group = mAttrs.group;
         p.deformableGroup = mAttrs.deformableGroup;
-        p.withBias = nbInputs == kMAX_INPUTS ? 1 : 0;
+        p.withBias = logical == kMAX_INPUTS ? 1 : 0;
+        p.xLayout = inputs[kIN_X].desc.format == TensorFormat::kLINEAR ? kDCN_LAYOUT_NCHW : kDCN_LAYOUT_NHWC;
+        p.weightLayout = mAttrs.embedded ? kDCN_WEIGHT_PREPARED : kDCN_WEIGHT_OIHW;
         int32_t const dtype = toDcnDataType(inputs[kIN_X].desc.type);
         p.dtype = dtype >= 0 ? dtype : kDCN_FLOAT32;
         p.algo = kDCN_ALGO_AUTO;

@@ -21,7 +21,8 @@ DcnPluginCreator::DcnPluginCreator()
 {
     for (DcnFieldSpec const& spec : kDCN_FIELDS)
     {
-        mFieldNames.emplace_back(spec.name, nullptr, spec.type, spec.length);
+        // Tensor fields have no fixed length: 0 here (the parser passes what the node holds).
+        mFieldNames.emplace_back(spec.name, nullptr, spec.type, spec.length < 0 ? 0 : spec.length);
     }
     mFieldCollection.nbFields = static_cast<int32_t>(mFieldNames.size());
     mFieldCollection.fields = mFieldNames.data();

@@ -7,7 +7,9 @@
  * accepted too, for callers that build the collection themselves.
  *
  * The optional allow_tf32 (0 or 1, default 0) may be absent: nodes rewritten without it, and engines
- * serialized before it existed, mean FP32-accurate math. It is always serialized.
+ * serialized before it existed, mean FP32-accurate math. It is always serialized. The optional
+ * tensor fields weight, weight_shape and bias (constant weights carried by the node) come together
+ * (bias optional) and are serialized as they came.
  */
 #include "dcnPlugin.h"
 
@@ -103,6 +105,30 @@ void readInts(PluginField const& field, DcnFieldSpec const& spec, int64_t* value
     }
 }
 
+//! Reads a float tensor field (kFLOAT32, kFLOAT16 or kBF16, at least one value) as given.
+FieldTensor readTensor(PluginField const& field, DcnFieldSpec const& spec)
+{
+    int32_t const dtype = dcnTypeOfField(field.type);
+    DCN_VALIDATE(dtype >= 0,
+        "field '" << spec.name << "' has type " << fieldTypeName(field.type) << " (PluginFieldType "
+                  << static_cast<int32_t>(field.type) << "); expected FLOAT32, FLOAT16 or BF16 (from the ONNX node's "
+                  << "TENSOR attribute '" << spec.name << "')");
+    DCN_VALIDATE(field.length >= 1, "field '" << spec.name << "' has length " << field.length << "; expected >= 1");
+    DCN_VALIDATE(field.data != nullptr, "field '" << spec.name << "' has length " << field.length << " but no data");
+    FieldTensor t;
+    t.type = field.type;
+    t.count = field.length;
+    size_t const bytes = static_cast<size_t>(field.length) * (dtype == kDCN_FLOAT32 ? 4 : 2);
+    auto const* data = static_cast<uint8_t const*>(field.data);
+    t.bytes.assign(data, data + bytes);
+    return t;
+}
+
+bool isTensorField(DcnFieldSpec const& spec) noexcept
+{
+    return spec.length < 0;
+}
+
 } // namespace
 
 DcnAttributes parseFields(PluginFieldCollection const* fc)
@@ -113,8 +139,9 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     DCN_VALIDATE(fc->nbFields == 0 || fc->fields != nullptr,
         "PluginFieldCollection has " << fc->nbFields << " fields but a null field array");
 
-    int64_t values[kDCN_NB_FIELDS][2] = {};
+    int64_t values[kDCN_NB_FIELDS][4] = {};
     bool seen[kDCN_NB_FIELDS] = {};
+    FieldTensor tensors[kDCN_NB_FIELDS];
     for (int32_t i = 0; i < fc->nbFields; ++i)
     {
         PluginField const& field = fc->fields[i];
@@ -134,7 +161,14 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
             continue;
         }
         DCN_VALIDATE(!seen[index], "field '" << field.name << "' is given more than once");
-        readInts(field, kDCN_FIELDS[index], values[index]);
+        if (isTensorField(kDCN_FIELDS[index]))
+        {
+            tensors[index] = readTensor(field, kDCN_FIELDS[index]);
+        }
+        else
+        {
+            readInts(field, kDCN_FIELDS[index], values[index]);
+        }
         seen[index] = true;
     }
     for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
@@ -150,7 +184,7 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
     {
         DcnFieldSpec const& spec = kDCN_FIELDS[k];
-        for (int32_t i = 0; seen[k] && i < spec.length; ++i)
+        for (int32_t i = 0; seen[k] && !isTensorField(spec) && i < spec.length; ++i)
         {
             DCN_VALIDATE(values[k][i] >= spec.minimum && values[k][i] <= spec.maximum,
                 "field '" << spec.name << "' must be " << rangeText(spec) << ", got "
@@ -170,6 +204,36 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     {
         a.allowTf32 = static_cast<int32_t>(values[5][0]);
     }
+    bool const weight = seen[kFIELD_WEIGHT];
+    DCN_VALIDATE(weight == seen[kFIELD_WEIGHT_SHAPE],
+        "field '" << (weight ? "weight" : "weight_shape") << "' is given without '"
+                  << (weight ? "weight_shape" : "weight") << "'; a node that carries its weights needs both");
+    DCN_VALIDATE(weight || !seen[kFIELD_BIAS], "field 'bias' is given without 'weight'; carry both, or pass the "
+                                              "weights and the bias as inputs");
+    if (weight)
+    {
+        auto e = std::make_shared<EmbeddedWeights>();
+        int64_t count = 1;
+        for (int32_t i = 0; i < 4; ++i)
+        {
+            e->shape[i] = static_cast<int32_t>(values[kFIELD_WEIGHT_SHAPE][i]);
+            count *= e->shape[i];
+        }
+        e->weight = std::move(tensors[kFIELD_WEIGHT]);
+        DCN_VALIDATE(e->weight.count == count,
+            "field 'weight' has " << e->weight.count << " values but weight_shape " << valuesText(values[7], 4)
+                                  << " needs " << count);
+        DCN_VALIDATE(e->shape[0] % a.group == 0,
+            "weight_shape[0] = " << e->shape[0] << " output channels are not divisible by group = " << a.group);
+        if (seen[kFIELD_BIAS])
+        {
+            e->hasBias = true;
+            e->bias = std::move(tensors[kFIELD_BIAS]);
+            DCN_VALIDATE(e->bias.count == e->shape[0],
+                "field 'bias' has " << e->bias.count << " values but weight_shape[0] = " << e->shape[0]);
+        }
+        a.embedded = std::move(e);
+    }
     return a;
 }
 
@@ -182,14 +246,27 @@ int32_t mathOf(DcnAttributes const& a) noexcept
 
 void DcnPlugin::buildSerializationFields()
 {
-    // Exactly the types createPlugin(kBUILD) receives from the ONNX parser: int32. Every field, the
-    // optional allow_tf32 included (so a restored plugin never depends on a default).
-    void const* const data[kDCN_NB_FIELDS] = {
-        mAttrs.stride, mAttrs.padding, mAttrs.dilation, &mAttrs.group, &mAttrs.deformableGroup, &mAttrs.allowTf32};
+    // Exactly the types createPlugin(kBUILD) receives from the ONNX parser: int32, and the embedded
+    // tensors in the type they came in. Every integer field, the optional allow_tf32 included (so a
+    // restored plugin never depends on a default); the tensor fields when the node carries them.
+    EmbeddedWeights const* const e = mAttrs.embedded.get();
+    void const* const data[kDCN_NB_FIELDS] = {mAttrs.stride, mAttrs.padding, mAttrs.dilation, &mAttrs.group,
+        &mAttrs.deformableGroup, &mAttrs.allowTf32, e != nullptr ? e->weight.bytes.data() : nullptr,
+        e != nullptr ? e->shape : nullptr, e != nullptr && e->hasBias ? e->bias.bytes.data() : nullptr};
     mSerialFields.clear();
     for (int32_t i = 0; i < kDCN_NB_FIELDS; ++i)
     {
-        mSerialFields.emplace_back(kDCN_FIELDS[i].name, data[i], kDCN_FIELDS[i].type, kDCN_FIELDS[i].length);
+        if (data[i] == nullptr)
+        {
+            continue; // an embedded tensor the node does not carry
+        }
+        nvinfer1::PluginFieldType const type = i == kFIELD_WEIGHT ? e->weight.type
+            : i == kFIELD_BIAS                                     ? e->bias.type
+                                                                   : kDCN_FIELDS[i].type;
+        int32_t const length = i == kFIELD_WEIGHT ? static_cast<int32_t>(e->weight.count)
+            : i == kFIELD_BIAS                     ? static_cast<int32_t>(e->bias.count)
+                                                   : kDCN_FIELDS[i].length;
+        mSerialFields.emplace_back(kDCN_FIELDS[i].name, data[i], type, length);
     }
     mSerialCollection.nbFields = static_cast<int32_t>(mSerialFields.size());
     mSerialCollection.fields = mSerialFields.data();

@@ -61,6 +61,8 @@ DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const
     p.dtype = dtype;
     p.algo = kDCN_ALGO_AUTO;
     p.math = mathOf(mAttrs);
+    p.xLayout = mXLayout;
+    p.weightLayout = mAttrs.embedded ? kDCN_WEIGHT_PREPARED : kDCN_WEIGHT_OIHW;
     char message[512] = {0};
     DcnStatus const status = dcnValidate(&p, message, sizeof(message));
     DCN_VALIDATE(status == kDCN_SUCCESS, "the core rejected the problem (status " << status << "): " << message);
@@ -73,23 +75,32 @@ int32_t DcnPlugin::onShapeChange(
     try
     {
         checkIoCounts(in, nbInputs, out, nbOutputs);
-        Dims dims[kMAX_INPUTS];
+        Dims given[kMAX_INPUTS];
         for (int32_t i = 0; i < nbInputs; ++i)
         {
-            dims[i] = in[i].dims;
+            given[i] = in[i].dims;
             DCN_VALIDATE(in[i].type == in[kIN_X].type,
                 "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(in[i].type) << " but x has "
                           << dataTypeName(in[kIN_X].type) << "; all inputs must have the same type");
-            DCN_VALIDATE(in[i].format == TensorFormat::kLINEAR,
+            DCN_VALIDATE(in[i].format == TensorFormat::kLINEAR || (i == kIN_X && channelLastOk(in[i])),
                 "input '" << kINPUT_NAMES[i] << "' has format " << static_cast<int32_t>(in[i].format)
-                          << "; only kLINEAR is supported");
+                          << "; supported: kLINEAR, and for x the channel-last formats of supportsFormatCombination");
         }
         DCN_VALIDATE(out[0].type == in[kIN_X].type,
             "the output has type " << dataTypeName(out[0].type) << " but x has " << dataTypeName(in[kIN_X].type));
         DCN_VALIDATE(out[0].format == TensorFormat::kLINEAR,
             "the output has format " << static_cast<int32_t>(out[0].format) << "; only kLINEAR is supported");
-        DcnParams const p = makeParams(dims, nbInputs, out[0].dims, in[kIN_X].type);
+        Dims dims[kMAX_INPUTS];
+        int32_t const logical = logicalDims(given, nbInputs, dims);
+        mXLayout = in[kIN_X].format == TensorFormat::kLINEAR ? kDCN_LAYOUT_NCHW : kDCN_LAYOUT_NHWC;
+        DcnParams const p = makeParams(dims, logical, out[0].dims, in[kIN_X].type);
         mNbInputs = nbInputs;
+        if (mDeviceWeights)
+        {
+            // Made here (once per device and type; a shape change reuses them), never in enqueue,
+            // which may run inside a CUDA graph capture.
+            mDeviceWeights->get(p);
+        }
         // What enqueue will hand the core for these shapes (shape changes only, never per enqueue).
         logMessage(nvinfer1::ILogger::Severity::kVERBOSE, where("onShapeChange") + ": " + paramsText(p));
         return 0;
@@ -106,14 +117,14 @@ int32_t DcnPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc c
 {
     try
     {
-        DCN_VALIDATE_CODE(mNbInputs == kMIN_INPUTS || mNbInputs == kMAX_INPUTS, ErrorCode::kINVALID_STATE,
+        DCN_VALIDATE_CODE(mNbInputs >= kEMBEDDED_INPUTS && mNbInputs <= kMAX_INPUTS, ErrorCode::kINVALID_STATE,
             "enqueue before onShapeChange/configurePlugin: the number of inputs is not known");
         DCN_VALIDATE(inputDesc != nullptr && outputDesc != nullptr && inputs != nullptr && outputs != nullptr,
             "null tensor descriptions or pointers");
-        Dims dims[kMAX_INPUTS];
+        Dims given[kMAX_INPUTS];
         for (int32_t i = 0; i < mNbInputs; ++i)
         {
-            dims[i] = inputDesc[i].dims;
+            given[i] = inputDesc[i].dims;
             DCN_VALIDATE(inputDesc[i].type == inputDesc[kIN_X].type,
                 "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(inputDesc[i].type) << " but x has "
                           << dataTypeName(inputDesc[kIN_X].type));
@@ -121,14 +132,26 @@ int32_t DcnPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc c
         DCN_VALIDATE(outputDesc[0].type == inputDesc[kIN_X].type,
             "the output has type " << dataTypeName(outputDesc[0].type) << " but x has "
                                    << dataTypeName(inputDesc[kIN_X].type));
-        DcnParams const p = makeParams(dims, mNbInputs, outputDesc[0].dims, inputDesc[kIN_X].type);
+        DCN_VALIDATE(
+            (inputDesc[kIN_X].format == TensorFormat::kLINEAR) == (mXLayout == kDCN_LAYOUT_NCHW),
+            "x has format " << static_cast<int32_t>(inputDesc[kIN_X].format) << " but onShapeChange saw another");
+        Dims dims[kMAX_INPUTS];
+        int32_t const logical = logicalDims(given, mNbInputs, dims);
+        DcnParams const p = makeParams(dims, logical, outputDesc[0].dims, inputDesc[kIN_X].type);
         size_t const workspaceSize = dcnWorkspaceSize(&p);
         DCN_VALIDATE(workspaceSize == 0 || workspace != nullptr,
             "the core needs " << workspaceSize << " bytes of workspace but TensorRT passed none");
+        void const* weight = mNbInputs > kEMBEDDED_INPUTS ? inputs[kIN_WEIGHT] : nullptr;
+        void const* bias = mNbInputs == kMAX_INPUTS ? inputs[kIN_BIAS] : nullptr;
+        if (mDeviceWeights)
+        {
+            DeviceWeights::View const v = mDeviceWeights->get(p); // made by onShapeChange
+            weight = v.weight;
+            bias = v.bias;
+        }
         char message[512] = {0};
-        DcnStatus const status = dcnForward(&p, inputs[kIN_X], inputs[kIN_OFFSET], inputs[kIN_MASK],
-            inputs[kIN_WEIGHT], mNbInputs == kMAX_INPUTS ? inputs[kIN_BIAS] : nullptr, outputs[0], workspace,
-            workspaceSize, stream, message, sizeof(message));
+        DcnStatus const status = dcnForward(&p, inputs[kIN_X], inputs[kIN_OFFSET], inputs[kIN_MASK], weight, bias,
+            outputs[0], workspace, workspaceSize, stream, message, sizeof(message));
         if (status != kDCN_SUCCESS)
         {
             ErrorCode const code = status == kDCN_CUDA_ERROR ? ErrorCode::kFAILED_EXECUTION

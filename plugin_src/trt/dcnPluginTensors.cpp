@@ -187,8 +187,9 @@ void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nb
 {
     DCN_VALIDATE(in != nullptr && out != nullptr, "null tensor descriptions");
     DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
-    DCN_VALIDATE(nbInputs == kMIN_INPUTS || nbInputs == kMAX_INPUTS,
-        "expected 4 inputs (x, offset, mask, weight) or 5 (with bias), got " << nbInputs);
+    DCN_VALIDATE(nbInputs >= kEMBEDDED_INPUTS && nbInputs <= kMAX_INPUTS,
+        "expected 3 inputs (x, offset, mask; weights carried by the node), 4 (and weight) or 5 (and bias), got "
+            << nbInputs);
 }
 
 ShapeView viewOf(Dims const* dims, int32_t nbInputs)

@@ -43,7 +43,8 @@ struct ShapeView
  */
 std::pair<int64_t, int64_t> checkShapes(ShapeView const& s, DcnAttributes const& a, bool complete);
 
-//! Throws DcnError unless both description arrays are given, there is 1 output and 4 or 5 inputs.
+//! Throws DcnError unless both description arrays are given, there is 1 output and 3 to 5 inputs
+//! (DcnPlugin::checkInputCount says which the node takes).
 void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nbOutputs);
 
 //! ShapeView of concrete (or -1) dims of `nbInputs` inputs.

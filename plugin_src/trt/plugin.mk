@@ -33,8 +33,8 @@ TRT_MAJOR := $(if $(TRT_INCLUDE),$(shell sed -n 's/^\#define \(NV_TENSORRT_MAJOR
 
 # Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
 TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
-            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/registration.cpp
-TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/checkMacros.h $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
+            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/registration.cpp
+TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/checkMacros.h $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
 # The core compiled for the plugin: position independent, its C API hidden (only the plugin's
 # two entry points are exported). Shared by plugin builds against different TensorRT headers.

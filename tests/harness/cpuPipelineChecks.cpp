@@ -30,17 +30,22 @@ void CpuRun::identity()
     HCHECK(std::strcmp(mCreator->getPluginVersion(), "1") == 0, "creator version");
     HCHECK(std::strcmp(mCreator->getPluginNamespace(), "dcnconvert") == 0, "creator namespace");
     PluginFieldCollection const* fc = mCreator->getFieldNames();
-    char const* const names[] = {"stride", "padding", "dilation", "group", "deformable_group", "allow_tf32"};
-    int32_t const lengths[] = {2, 2, 2, 1, 1, 1};
-    bool ok = fc != nullptr && fc->nbFields == 6 && fc->fields != nullptr;
-    for (int32_t i = 0; ok && i < 6; ++i)
+    char const* const names[] = {
+        "stride", "padding", "dilation", "group", "deformable_group", "allow_tf32", "weight", "weight_shape", "bias"};
+    int32_t const lengths[] = {2, 2, 2, 1, 1, 1, 0, 4, 0};
+    PluginFieldType const types[] = {PluginFieldType::kINT32, PluginFieldType::kINT32, PluginFieldType::kINT32,
+        PluginFieldType::kINT32, PluginFieldType::kINT32, PluginFieldType::kINT32, PluginFieldType::kFLOAT32,
+        PluginFieldType::kINT32, PluginFieldType::kFLOAT32};
+    bool ok = fc != nullptr && fc->nbFields == 9 && fc->fields != nullptr;
+    for (int32_t i = 0; ok && i < 9; ++i)
     {
-        ok = std::strcmp(fc->fields[i].name, names[i]) == 0 && fc->fields[i].type == PluginFieldType::kINT32
+        ok = std::strcmp(fc->fields[i].name, names[i]) == 0 && fc->fields[i].type == types[i]
             && fc->fields[i].length == lengths[i];
     }
     HCHECK(ok,
         "getFieldNames: stride/padding/dilation INT32x2, group/deformable_group INT32x1, then the optional "
-        "allow_tf32 INT32x1 (so that the ONNX parser passes it on)");
+        "allow_tf32 INT32x1, weight FLOAT32 (any length), weight_shape INT32x4 and bias FLOAT32 (so that the ONNX "
+        "parser passes them on)");
 }
 
 void CpuRun::pipeline(Problem const& p)

@@ -133,6 +133,40 @@ std::vector<Case> gridCases()
     addTf32("fp32_k5_g4_s3x2_tf32", "fp32_k5_g4_s3x2");
     addTf32("fp16_larger_tf32", "fp16_larger");
     addTf32("bf16_larger_tf32", "bf16_larger");
+    // Every format of x the plugin offers, with the weights as inputs and carried by the node, on a
+    // problem the channel-vectorised kernel takes (64 channels, 2 deformable groups); and embedded
+    // weights on problems that run the NCHW kernels.
+    Problem formats = base;
+    formats.n = 2;
+    formats.c = 64;
+    formats.h = 13;
+    formats.w = 17;
+    formats.cout = 48;
+    formats.attrs = Attrs{{2, 1}, {1, 2}, {1, 1}, 1, 2};
+    using nvinfer1::TensorFormat;
+    struct Layout
+    {
+        char const* name;
+        DataType type;
+        TensorFormat format;
+    };
+    Layout const layouts[] = {{"fp32_linear", DataType::kFLOAT, TensorFormat::kLINEAR},
+        {"fp32_hwc", DataType::kFLOAT, TensorFormat::kHWC}, {"fp16_linear", DataType::kHALF, TensorFormat::kLINEAR},
+        {"fp16_hwc8", DataType::kHALF, TensorFormat::kHWC8}, {"fp16_hwc16", DataType::kHALF, TensorFormat::kHWC16},
+        {"bf16_linear", DataType::kBF16, TensorFormat::kLINEAR}, {"bf16_hwc8", DataType::kBF16, TensorFormat::kHWC8}};
+    for (Layout const& l : layouts)
+    {
+        for (bool embed : {false, true})
+        {
+            add(std::string("fmt_") + l.name + (embed ? "_embedded" : "_inputs"), formats, l.type, 2.5F);
+            cases.back().xFormat = l.format;
+            cases.back().embed = embed;
+        }
+    }
+    add("fp32_nonsquare_g2_dg2_embedded", nonSquare, DataType::kFLOAT, 2.F);
+    cases.back().embed = true;
+    add("fp16_k1x3_dg4_nobias_embedded", oneByThree, DataType::kHALF, 3.F);
+    cases.back().embed = true;
     return cases;
 }
 
@@ -140,7 +174,8 @@ std::vector<Case> gridCases()
 //! enqueue again; the two outputs must be bit-identical.
 void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string const& outDir, std::ofstream& manifest)
 {
-    FieldSet fields(c.p.attrs);
+    HostData const data = makeInputs(c);
+    CaseFields fields(c, data);
     PluginPtr plugin(creator->createPlugin(c.name.c_str(), fields.collection(), TensorRTPhase::kBUILD));
     HCHECK(plugin != nullptr, c.name << ": createPlugin(kBUILD)");
     if (!plugin)
@@ -148,18 +183,24 @@ void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string 
         return;
     }
     IPluginV3OneBuild* build = buildOf(plugin.get());
-    std::vector<Dims> const inDims = c.p.inputDims();
+    std::vector<Dims> inDims = c.p.inputDims();
+    inDims.resize(static_cast<size_t>(c.nbInputs()));
     std::vector<DynamicPluginTensorDesc> in(inDims.size());
     for (size_t i = 0; i < inDims.size(); ++i)
     {
         in[i].desc = staticDescs({inDims[i]}, c.type)[0];
         in[i].min = in[i].opt = in[i].max = inDims[i];
     }
+    in[0].desc.format = c.xFormat;
     DynamicPluginTensorDesc out{};
     out.desc = staticDescs({c.p.outputDims()}, c.type)[0];
     out.min = out.opt = out.max = c.p.outputDims();
-    HCHECK(build->configurePlugin(in.data(), c.p.nbInputs(), &out, 1) == 0, c.name << ": configurePlugin");
-    size_t const workspace = build->getWorkspaceSize(in.data(), c.p.nbInputs(), &out, 1);
+    std::vector<DynamicPluginTensorDesc> inOut(in);
+    inOut.push_back(out);
+    HCHECK(build->supportsFormatCombination(0, inOut.data(), c.nbInputs(), 1),
+        c.name << ": supportsFormatCombination takes x as format " << static_cast<int32_t>(c.xFormat));
+    HCHECK(build->configurePlugin(in.data(), c.nbInputs(), &out, 1) == 0, c.name << ": configurePlugin");
+    size_t const workspace = build->getWorkspaceSize(in.data(), c.nbInputs(), &out, 1);
     PluginPtr clone(plugin->clone());
     TestErrorRecorder recorder;
     TestResourceContext context(&recorder);
@@ -169,16 +210,17 @@ void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string 
     {
         return;
     }
-    HostData const data = makeInputs(c);
     std::vector<uint8_t> first;
     std::vector<uint8_t> second;
-    bool const ran = runOnDevice(runtimeOf(attached.get()), c.p, c.type, data, workspace, first, c.name + " (build)");
+    bool const ran = runOnDevice(
+        runtimeOf(attached.get()), c.p, c.type, data, workspace, first, c.name + " (build)", c.xFormat, c.embed);
     PluginPtr restored(creator->createPlugin(
         c.name.c_str(), runtimeOf(attached.get())->getFieldsToSerialize(), TensorRTPhase::kRUNTIME));
     HCHECK(restored != nullptr, c.name << ": createPlugin(kRUNTIME) with getFieldsToSerialize()");
     PluginPtr restoredAttached(restored ? runtimeOf(restored.get())->attachToContext(&context) : nullptr);
     bool const ranAgain = restoredAttached
-        && runOnDevice(runtimeOf(restoredAttached.get()), c.p, c.type, data, workspace, second, c.name + " (runtime)");
+        && runOnDevice(runtimeOf(restoredAttached.get()), c.p, c.type, data, workspace, second,
+            c.name + " (runtime)", c.xFormat, c.embed);
     bool const identical = ran && ranAgain && first == second;
     HCHECK(identical, c.name << ": deserialized plugin output is bit-identical to the build plugin's");
     HCHECK(recorder.errors.empty(), c.name << ": no error recorded");

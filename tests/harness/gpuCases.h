@@ -37,6 +37,14 @@ struct Case
     nvinfer1::DataType type{nvinfer1::DataType::kFLOAT};
     float offsetScale{2.F};
     uint32_t seed{0};
+    //! x's TensorFormat (channel-last ones hold x as [n][h][w][c] on the device; the case files keep NCHW).
+    nvinfer1::TensorFormat xFormat{nvinfer1::TensorFormat::kLINEAR};
+    //! The weights (and bias) as the fields weight/weight_shape/bias, in the case's type: 3 inputs.
+    bool embed{false};
+    int32_t nbInputs() const
+    {
+        return embed ? 3 : p.nbInputs();
+    }
 };
 
 struct HostData
@@ -51,9 +59,28 @@ int64_t volume(nvinfer1::Dims const& d);
 //! Seeded random inputs of a case (x, offset with some samples far outside, mask in [0, 1), weight, bias).
 HostData makeInputs(Case const& c);
 
-//! onShapeChange + enqueue on fresh device buffers; the output is pre-filled with 0xFF (NaN).
+//! onShapeChange + enqueue on fresh device buffers; the output is pre-filled with 0xFF (NaN). x goes
+//! in as xFormat (channel-last: transposed on upload); with `embed` only x, offset and mask go in.
 bool runOnDevice(nvinfer1::IPluginV3OneRuntime* rt, Problem const& p, nvinfer1::DataType t, HostData const& data,
-    size_t workspaceBytes, std::vector<uint8_t>& out, std::string const& what);
+    size_t workspaceBytes, std::vector<uint8_t>& out, std::string const& what,
+    nvinfer1::TensorFormat xFormat = nvinfer1::TensorFormat::kLINEAR, bool embed = false);
+
+//! The fields of a case: its attributes and, with c.embed, the weights and bias of `data` as the
+//! tensor fields (in the case's type) and weight_shape.
+struct CaseFields
+{
+    CaseFields(Case const& c, HostData const& data);
+    nvinfer1::PluginFieldCollection const* collection()
+    {
+        return &mCollection;
+    }
+
+private:
+    FieldSet mBase;
+    int32_t mShape[4]{};
+    std::vector<nvinfer1::PluginField> mFields;
+    nvinfer1::PluginFieldCollection mCollection{};
+};
 
 //! Outcome of running the deserialized (kRUNTIME) plugin on the same inputs as the build plugin.
 enum class RuntimeCompare
