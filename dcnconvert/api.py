@@ -127,21 +127,25 @@ def inspect(model: ModelLike, target: str = schema.DEFAULT_TARGET) -> Result:
 
 def rewrite(model: ModelLike, output: str | os.PathLike[str] | None = None, *,
             target: str = schema.DEFAULT_TARGET, require_match: bool = False,
-            allow_tf32: bool = False) -> Result:
+            allow_tf32: bool = False, weights: str | None = None) -> Result:
     """Every DCN node of ``model`` as a plugin node for ``target``; saved to ``output`` (atomically) or,
     without one, returned as ``result.model``. The result's ``rewrite`` key is the rewrite report.
+    ``weights``: ``"embed"`` (constant weights into the plugin nodes), ``"input"`` (weights stay node
+    inputs), or None for the target's default (embed for ``dcnconvert``, input for ``trt-builtin``).
 
     Raises:
-        UsageError: ``allow_tf32`` for a target without the field, or ``output`` is the input.
+        UsageError: ``allow_tf32`` for a target without the field, ``weights="embed"`` for
+            ``trt-builtin``, or ``output`` is the input.
         NoMatchError: no DCN node and ``require_match``. ValidationError, UnsupportedNodeError.
     """
 
     def work() -> tuple[dict[str, Any], onnx.ModelProto]:
         if allow_tf32 and not schema.TARGETS[target].has_allow_tf32:
             raise schema.tf32_target_error(schema.TARGETS[target], "--allow-tf32")
+        embed = schema.resolve_weights(weights, schema.TARGETS[target])
         if output is not None:
             _check_output(model, Path(output))
-        new_model, payload = rewrite_in_memory(_checked(model), target, require_match, allow_tf32)
+        new_model, payload = rewrite_in_memory(_checked(model), target, require_match, allow_tf32, embed)
         if output is not None:
             save_model_timed(new_model, Path(output), like=_like(model))
         payload["target"] = target
@@ -231,7 +235,8 @@ def build(model: ModelLike, output: str | os.PathLike[str], options: Any = None)
         _check_output(model, engine)
         _check_timing_cache(model, engine, options.timing_cache)
         env = build_mod.check_environment(options)
-        proto, payload = rewrite_in_memory(_checked(model), options.target, False, plugin_tf32(options))
+        proto, payload = rewrite_in_memory(_checked(model), options.target, False, plugin_tf32(options),
+                                           options.embed_weights)
         payload.update(build_mod.build_engine(proto, engine, options, env=env))
         return payload, None
 
@@ -270,7 +275,8 @@ def convert(model: ModelLike, output: str | os.PathLike[str], options: Any = Non
         if verify_options is not None:
             _check_save_paths(model, {"the engine (-o)": engine, "the rewritten model": onnx_out},
                               verify_options)
-        proto, payload = rewrite_in_memory(_checked(model), options.target, False, plugin_tf32(options))
+        proto, payload = rewrite_in_memory(_checked(model), options.target, False, plugin_tf32(options),
+                                           options.embed_weights)
         save_model_timed(proto, onnx_out, role="onnx", like=_like(model))  # keeps an external-data layout
         try:
             env = build_mod.check_environment(options)

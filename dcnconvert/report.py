@@ -178,7 +178,8 @@ def match_to_dict(match: Any) -> dict[str, Any]:
 
 def rewrite_report_to_dict(report: Any) -> dict[str, Any]:
     """A ``rewrite.RewriteReport`` as a JSON-ready dict (``target``, ``matches``, ``rewritten``,
-    ``unchanged``, ``skipped``, ``warnings``)."""
+    ``unchanged``, ``skipped``, ``warnings``; from the report's own ``to_dict`` also ``allow_tf32``,
+    ``weights``, ``embedded``, ``weights_as_inputs``)."""
     if hasattr(report, "to_dict"):
         return to_jsonable(report.to_dict())
     target = getattr(report, "target", None)
@@ -246,7 +247,8 @@ def _offset_text(match: Mapping[str, Any]) -> str:
 
 
 def format_matches(matches: Sequence[Mapping[str, Any]]) -> str:
-    """The ``inspect`` table for match dicts (from :func:`match_to_dict`)."""
+    """The ``inspect`` table for match dicts (from :func:`match_to_dict`); a weight or bias that a plugin
+    node carries as an attribute reads ``embedded``."""
     if not matches:
         return "no deformable convolution nodes found"
     headers = ["node", "form", "stride", "pad", "dil", "grp", "dg", "kernel", "x", "offset", "mask",
@@ -255,6 +257,7 @@ def format_matches(matches: Sequence[Mapping[str, Any]]) -> str:
     for m in matches:
         attrs = m.get("attrs") or {}
         shapes = m.get("shapes") or {}
+        embedded = m.get("embedded") or ()
         status = "yes" if m.get("convertible") else f"no: {m.get('reason') or 'unknown reason'}"
         rows.append([
             m.get("node") or m.get("node_name") or "(unnamed)",
@@ -268,8 +271,8 @@ def format_matches(matches: Sequence[Mapping[str, Any]]) -> str:
             _shape_text(shapes.get("x")),
             _offset_text(m),
             _mask_text(m),
-            _shape_text(shapes.get("weight")),
-            "yes" if m.get("with_bias") else "no",
+            _shape_text(shapes.get("weight")) + (" embedded" if "weight" in embedded else ""),
+            ("embedded" if "bias" in embedded else "yes") if m.get("with_bias") else "no",
             status,
         ])
     return format_table(headers, rows)

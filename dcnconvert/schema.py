@@ -38,6 +38,16 @@ ATTR_DEFORMABLE_GROUP = "deformable_group"
 #: FP32-accurate math. FLOAT16/BFLOAT16 layers ignore it. The rewrite writes it only when asked
 #: (``rewrite --allow-tf32``, ``convert/build --tf32``), so other rewritten models do not change.
 ATTR_ALLOW_TF32 = "allow_tf32"
+#: Constant weight and bias carried by the node itself (``dcnconvert`` target only): TENSOR
+#: attributes, which TensorRT's ONNX parser hands to the creator as fields of the tensor's element
+#: type, so the plugin prepares them once when it is created (and serialises them into the engine:
+#: an engine is self-contained, but TensorRT's refitter cannot change these weights). ``weight`` is
+#: OIHW ``[Cout, C/group, kh, kw]`` and comes with ``weight_shape`` (INTS, the same 4 dims); ``bias``
+#: (``[Cout]``) is optional and only allowed with ``weight``. A node with ``weight`` has exactly the
+#: inputs ``x, offset, mask``; a node without it takes ``x, offset, mask, weight[, bias]``.
+ATTR_WEIGHT = "weight"
+ATTR_WEIGHT_SHAPE = "weight_shape"
+ATTR_BIAS = "bias"
 #: STRING attributes read by the ONNX parser to choose the creator.
 ATTR_PLUGIN_VERSION = "plugin_version"
 ATTR_PLUGIN_NAMESPACE = "plugin_namespace"
@@ -56,8 +66,25 @@ PLUGIN_FIELDS: tuple[tuple[str, int], ...] = (
 #: and the value that applies when the node does not carry the attribute.
 OPTIONAL_PLUGIN_FIELDS: tuple[tuple[str, int, int], ...] = ((ATTR_ALLOW_TF32, 1, 0),)
 
+#: The optional fields of embedded weights, declared by the creator after
+#: :data:`OPTIONAL_PLUGIN_FIELDS`: name, the ``nvinfer1::PluginFieldType`` the creator declares
+#: (``k`` + this), and the length (-1: variable; ``weight`` holds ``prod(weight_shape)`` values,
+#: ``bias`` ``weight_shape[0]``). The creator accepts FLOAT32, FLOAT16 and BF16 data for the two
+#: tensors (:data:`WEIGHT_DTYPES`), whatever the type declared here.
+WEIGHT_FIELDS: tuple[tuple[str, str, int], ...] = (
+    (ATTR_WEIGHT, "FLOAT32", -1),
+    (ATTR_WEIGHT_SHAPE, "INT32", 4),
+    (ATTR_BIAS, "FLOAT32", -1),
+)
+
+#: ONNX element types (``TensorProto.DataType`` values FLOAT, FLOAT16, BFLOAT16) an embedded weight or
+#: bias may have; the plugin converts it to the layer's type when it prepares it.
+WEIGHT_DTYPES: dict[int, str] = {1: "FLOAT", 10: "FLOAT16", 16: "BFLOAT16"}
+
 #: Plugin input order.
 INPUT_NAMES: tuple[str, ...] = ("x", "offset", "mask", "weight", "bias")
+#: The inputs of a node whose weight (and bias) are embedded attributes.
+EMBEDDED_INPUT_NAMES: tuple[str, ...] = INPUT_NAMES[:3]
 
 
 @dataclass(frozen=True)
@@ -73,6 +100,8 @@ class Target:
         needs_plugin_library: whether our bundled library must be loaded to build an engine.
         has_allow_tf32: whether the plugin has the optional ``allow_tf32`` field (TensorRT's
             built-in plugin has none).
+        has_embedded_weights: whether the plugin takes a constant weight and bias as fields
+            (:data:`WEIGHT_FIELDS`) instead of inputs (TensorRT's built-in plugin needs inputs).
     """
 
     name: str
@@ -81,10 +110,17 @@ class Target:
     square_only: bool
     needs_plugin_library: bool
     has_allow_tf32: bool = False
+    has_embedded_weights: bool = False
 
 
-TARGET_DCNCONVERT = Target("dcnconvert", PLUGIN_VERSION, PLUGIN_NAMESPACE, False, True, True)
-TARGET_TRT_BUILTIN = Target("trt-builtin", "2", "", True, False, False)
+TARGET_DCNCONVERT = Target("dcnconvert", PLUGIN_VERSION, PLUGIN_NAMESPACE, square_only=False,
+                           needs_plugin_library=True, has_allow_tf32=True, has_embedded_weights=True)
+TARGET_TRT_BUILTIN = Target("trt-builtin", "2", "", square_only=True, needs_plugin_library=False,
+                            has_allow_tf32=False, has_embedded_weights=False)
+
+#: ``--weights`` values: ``embed`` puts constant weights into the plugin node, ``input`` keeps them
+#: as node inputs.
+WEIGHTS_MODES: tuple[str, ...] = ("embed", "input")
 
 TARGETS: dict[str, Target] = {t.name: t for t in (TARGET_DCNCONVERT, TARGET_TRT_BUILTIN)}
 DEFAULT_TARGET = TARGET_DCNCONVERT.name
@@ -167,6 +203,41 @@ def tf32_target_error(target: Target, option: str) -> UsageError:
         f"'{target.plugin_version}', namespace '{target.plugin_namespace}') has no {ATTR_ALLOW_TF32} field",
         hint=f"use {flag}{usable} (our bundled plugin) for TF32, or drop {option}",
     )
+
+
+def weights_target_error(target: Target, option: str) -> UsageError:
+    """The usage error for asking ``target`` to embed the weights through ``option``.
+
+    Args:
+        target: a target whose plugin takes the weight as an input only.
+        option: how the user asked (``--weights embed``, or ``weights='embed'`` for library callers).
+    """
+    usable = next(t.name for t in TARGETS.values() if t.has_embedded_weights)
+    flag = "--target " if option.startswith("--") else "target="
+    other = "--weights input" if option.startswith("--") else "weights='input'"
+    return UsageError(
+        f"{option} puts the weight and bias into the plugin node, but {flag}{target.name} (plugin version "
+        f"'{target.plugin_version}', namespace '{target.plugin_namespace}') takes them as inputs only",
+        hint=f"use {flag}{usable} (our bundled plugin) to embed them, or {other} (or leave it out) "
+        f"for {target.name}",
+    )
+
+
+def resolve_weights(weights: str | None, target: Target, option: str = "--weights") -> bool:
+    """Whether to embed constant weights, for a ``--weights`` value (None: the target's default).
+
+    Raises:
+        UsageError: an unknown value, or ``embed`` for a target that takes weights as inputs only.
+    """
+    if weights is None:
+        return target.has_embedded_weights
+    if weights not in WEIGHTS_MODES:
+        raise UsageError(f"{option} {weights!r} is not one of {', '.join(WEIGHTS_MODES)}",
+                         hint="embed: constant weights in the plugin node; input: weights as node inputs")
+    if weights == "embed" and not target.has_embedded_weights:
+        shown = f"{option} embed" if option.startswith("--") else f"{option}='embed'"
+        raise weights_target_error(target, shown)
+    return weights == "embed"
 
 
 def is_plugin_node(node: object) -> bool:

@@ -49,12 +49,12 @@ def check_output_path(model: Path, output: Path, option: str = "-o") -> None:
         )
 
 
-def load_model_timed(model: Path) -> Any:
+def load_model_timed(model: Path, external_data: bool = True) -> Any:
     """``onnx_io.load_model`` with a ``load`` timing and an INFO line."""
     from dcnconvert.model import io as onnx_io
 
     with timed("load", f"Loading {model}"):
-        return onnx_io.load_model(model)
+        return onnx_io.load_model(model, external_data=external_data)
 
 
 #: An input .onnx larger than this keeps its weights inline; it is not parsed again to find out.
@@ -92,26 +92,34 @@ def save_model_timed(proto: Any, output: Path, role: str = "onnx", *, like: Path
 
 
 def rewrite_in_memory(model_path: Path | Any, target: str, require_match: bool,
-                      allow_tf32: bool = False) -> tuple[Any, dict[str, Any]]:
+                      allow_tf32: bool = False, embed_weights: bool = True) -> tuple[Any, dict[str, Any]]:
     """Load ``model_path`` (or take an ``onnx.ModelProto``) and rewrite it for ``target``; returns
     ``(model, payload)``.
 
     The payload is ``{"rewrite": RewriteReport.to_dict()}``. A model without DCN nodes gives a
     warning (``NoMatchError`` with ``require_match``). A model loaded here is rewritten in place (it
     is ours), so a large model is held in memory once; a given ModelProto is copied, never changed.
-    ``allow_tf32`` writes the plugin attribute ``allow_tf32 = 1`` on every DCN node (see
+    ``allow_tf32`` writes the plugin attribute ``allow_tf32 = 1`` on every DCN node;
+    ``embed_weights`` puts constant weights into the plugin nodes where the target takes them (see
     :func:`dcnconvert.transform.plugin.rewrite_model`).
     """
     import onnx
 
+    from dcnconvert.model import io as onnx_io
     from dcnconvert.transform import plugin as rewrite_mod
 
     given = isinstance(model_path, onnx.ModelProto)
-    proto = model_path if given else load_model_timed(model_path)
+    # A loaded file's external data is read after the rewrite: embedded weights move as references, and
+    # their data is then read once, straight into the plugin nodes (no second copy in memory).
+    proto = model_path if given else load_model_timed(model_path, external_data=False)
     tf32 = " (allow_tf32 = 1)" if allow_tf32 else ""
     with timed("rewrite", f"Rewriting DCN nodes for target '{target}'{tf32}"):
         new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match,
-                                                   inplace=not given, allow_tf32=allow_tf32)
+                                                   inplace=not given, allow_tf32=allow_tf32,
+                                                   embed_weights=embed_weights)
+    if not given:
+        with timed("load"):
+            onnx_io.load_external_data(new_model, model_path)
     info = rewrite_report_to_dict(rep)
     for text in info["warnings"]:
         add_warning(text)
@@ -124,7 +132,8 @@ def rewrite_in_memory(model_path: Path | Any, target: str, require_match: bool,
             )
         log.get_logger().info("no DCN node: the model is written unchanged")
     log.get_logger().info(
-        "%d DCN node(s): %d rewritten, %d already in plugin form, %d skipped",
+        "%d DCN node(s): %d rewritten, %d already in plugin form, %d skipped; %d with embedded weights",
         len(known), len(info["rewritten"]), len(info.get("unchanged") or []), len(info["skipped"]),
+        len(info.get("embedded") or []),
     )
     return new_model, {"rewrite": info}

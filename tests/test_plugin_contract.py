@@ -35,7 +35,8 @@ GLUE_SOURCES = (
     "registration.cpp",
 )
 EXPORTED = {"getCreators", "setLoggerFinder"}
-PLUGIN_FIELD_TYPE_INT32 = 5  # nvinfer1::PluginFieldType::kINT32
+#: nvinfer1::PluginFieldType values (NvInferRuntimePlugin.h) of the types the schema names.
+PLUGIN_FIELD_TYPES = {"FLOAT32": 1, "INT32": 5}
 
 
 def _constant(name: str) -> str:
@@ -50,7 +51,7 @@ def _source_field_rows() -> list[tuple[str, str, int, bool, str, str]]:
     assert table, "kDCN_FIELDS table not found in dcnPlugin.h"
     body = re.sub(r"//[^\n]*", "", table.group(1))
     rows = re.findall(
-        r'\{"(\w+)", nvinfer1::PluginFieldType::k(\w+), (\d+), (true|false), (\w+), (\w+)\}', body
+        r'\{"(\w+)", nvinfer1::PluginFieldType::k(\w+), (-?\d+), (true|false), (\w+), (\w+)\}', body
     )
     assert len(rows) == body.count("{"), f"unparsed rows in kDCN_FIELDS: {body}"
     count = re.search(r"constexpr int32_t kDCN_NB_FIELDS\{(\d+)\};", HEADER)
@@ -62,11 +63,14 @@ def _source_fields() -> list[tuple[str, str, int, bool]]:
     return [row[:4] for row in _source_field_rows()]
 
 
-def _schema_fields() -> list[tuple[str, int, bool]]:
-    """What the creator must declare, in order: the required fields, then the optional ones."""
-    return [(name, length, True) for name, length in schema.PLUGIN_FIELDS] + [
-        (name, length, False) for name, length, _ in schema.OPTIONAL_PLUGIN_FIELDS
-    ]
+def _schema_fields() -> list[tuple[str, str, int, bool]]:
+    """What the creator must declare, in order: the required fields, the optional INT ones, then the
+    embedded weights' fields (name, type, length; -1 = variable; required)."""
+    return (
+        [(name, "INT32", length, True) for name, length in schema.PLUGIN_FIELDS]
+        + [(name, "INT32", length, False) for name, length, _ in schema.OPTIONAL_PLUGIN_FIELDS]
+        + [(name, kind, length, False) for name, kind, length in schema.WEIGHT_FIELDS]
+    )
 
 
 class TestSource:
@@ -78,8 +82,24 @@ class TestSource:
         assert schema.TARGET_DCNCONVERT.plugin_namespace == _constant("kDCN_PLUGIN_NAMESPACE")
 
     def test_fields_match_schema(self) -> None:
-        expected = [(name, "INT32", length, required) for name, length, required in _schema_fields()]
-        assert _source_fields() == expected
+        assert _source_fields() == _schema_fields()
+        assert len(_schema_fields()) == 9
+
+    def test_weight_fields(self) -> None:
+        """weight (FLOAT32, variable length), weight_shape (INT32 x4, dims >= 1) and bias (FLOAT32,
+        variable length), optional, after allow_tf32; only the dcnconvert target's plugin has them."""
+        rows = _source_field_rows()
+        names = [row[0] for row in rows]
+        assert names[names.index(schema.ATTR_ALLOW_TF32) + 1:] == [
+            schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS]
+        by_name = {row[0]: row for row in rows}
+        assert by_name[schema.ATTR_WEIGHT] == (schema.ATTR_WEIGHT, "FLOAT32", -1, False, "0", "0")
+        shape_row = (schema.ATTR_WEIGHT_SHAPE, "INT32", 4, False, "1", "INT32_MAX")
+        assert by_name[schema.ATTR_WEIGHT_SHAPE] == shape_row
+        assert by_name[schema.ATTR_BIAS] == (schema.ATTR_BIAS, "FLOAT32", -1, False, "0", "0")
+        assert schema.EMBEDDED_INPUT_NAMES == ("x", "offset", "mask")
+        assert schema.TARGET_DCNCONVERT.has_embedded_weights
+        assert not schema.TARGET_TRT_BUILTIN.has_embedded_weights
 
     def test_allow_tf32_field(self) -> None:
         """The optional allow_tf32: INT32 x1, values 0..1, the C++ default equal to the schema's; only
@@ -128,8 +148,9 @@ class TestSource:
         data = re.search(r"void const\* const data\[kDCN_NB_FIELDS\] = \{(.*?)\};", body, re.DOTALL)
         assert data, "the serialized data table is not found"
         members = [m.strip().lstrip("&") for m in data.group(1).split(",")]
-        assert members == ["mAttrs.stride", "mAttrs.padding", "mAttrs.dilation", "mAttrs.group",
-                           "mAttrs.deformableGroup", "mAttrs.allowTf32"]
+        # the INT fields, in order (the embedded weights' data follow, as the plugin keeps them)
+        assert members[:6] == ["mAttrs.stride", "mAttrs.padding", "mAttrs.dilation", "mAttrs.group",
+                               "mAttrs.deformableGroup", "mAttrs.allowTf32"]
 
     def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:
         source = (TRT_DIR / "registration.cpp").read_text()
@@ -248,5 +269,6 @@ class TestLibrary:
         assert info["creators"] == "1"
         assert info["interface"] == "PLUGIN CREATOR_V3ONE 1 0"
         fields = [line.split()[1:] for line in lines if line.startswith("field ")]
-        expected = [[name, str(PLUGIN_FIELD_TYPE_INT32), str(length)] for name, length, _ in _schema_fields()]
+        expected = [[name, str(PLUGIN_FIELD_TYPES[kind]), str(length)]
+                    for name, kind, length, _ in _schema_fields()]
         assert fields == expected

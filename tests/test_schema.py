@@ -96,3 +96,41 @@ class TestTargets:
     def test_unknown_pair_selects_nothing(self) -> None:
         attrs = {schema.ATTR_PLUGIN_VERSION: "7", schema.ATTR_PLUGIN_NAMESPACE: "other"}
         assert schema.target_of_node_attrs(attrs) is None
+
+
+class TestEmbeddedWeights:
+    def test_fields_and_inputs(self) -> None:
+        assert schema.WEIGHT_FIELDS == (("weight", "FLOAT32", -1), ("weight_shape", "INT32", 4),
+                                        ("bias", "FLOAT32", -1))
+        names = (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS)
+        assert names == ("weight", "weight_shape", "bias")
+        assert schema.EMBEDDED_INPUT_NAMES == ("x", "offset", "mask") == schema.INPUT_NAMES[:3]
+        assert set(schema.WEIGHT_DTYPES.values()) == {"FLOAT", "FLOAT16", "BFLOAT16"}
+        names = {f for f, _ in schema.PLUGIN_FIELDS} | {f for f, _, _ in schema.OPTIONAL_PLUGIN_FIELDS}
+        assert not names & {f for f, _, _ in schema.WEIGHT_FIELDS}
+
+    def test_only_our_plugin_takes_them(self) -> None:
+        assert {t.name for t in schema.TARGETS.values() if t.has_embedded_weights} == {"dcnconvert"}
+
+    @pytest.mark.parametrize(("weights", "target", "expected"), [
+        (None, schema.TARGET_DCNCONVERT, True), ("embed", schema.TARGET_DCNCONVERT, True),
+        ("input", schema.TARGET_DCNCONVERT, False), (None, schema.TARGET_TRT_BUILTIN, False),
+        ("input", schema.TARGET_TRT_BUILTIN, False)])
+    def test_resolve_weights(self, weights, target, expected) -> None:
+        assert schema.resolve_weights(weights, target) is expected
+
+    def test_embed_for_trt_builtin_is_a_usage_error(self) -> None:
+        with pytest.raises(UsageError) as info:
+            schema.resolve_weights("embed", schema.TARGET_TRT_BUILTIN)
+        assert info.value.exit_code == EXIT_USAGE
+        assert str(info.value) == ("--weights embed puts the weight and bias into the plugin node, but "
+                                   "--target trt-builtin (plugin version '2', namespace '') takes them as "
+                                   "inputs only")
+        assert info.value.hint == ("use --target dcnconvert (our bundled plugin) to embed them, or --weights "
+                                   "input (or leave it out) for trt-builtin")
+        library = schema.weights_target_error(schema.TARGET_TRT_BUILTIN, "weights='embed'")
+        assert "but target=trt-builtin" in str(library) and "weights='input'" in library.hint
+
+    def test_unknown_value(self) -> None:
+        with pytest.raises(UsageError, match="--weights 'both' is not one of embed, input"):
+            schema.resolve_weights("both", schema.TARGET_DCNCONVERT)

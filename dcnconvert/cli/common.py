@@ -15,7 +15,8 @@ A command looks like this::
         run_command("rewrite", json_mode, work, render=lambda p: ...)
 
 :func:`common_options` adds ``-v/--verbose`` and ``-q/--quiet`` (counted; stored in the click
-context, not passed to the function) and ``--json`` (passed as ``json_mode``).
+context, not passed to the function) and ``--json`` (passed as ``json_mode``); :data:`WEIGHTS_OPTION`
+is the ``--weights`` option of the commands that rewrite.
 
 :func:`run_command` sets up logging on stderr, runs ``fn()`` with ``sys.stdout`` pointed at stderr
 (so that no library can write into the JSON stream), catches :class:`DcnConvertError` once, prints
@@ -55,8 +56,10 @@ from dcnconvert.recording import (
     timed,
 )
 from dcnconvert.report import dumps
+from dcnconvert.schema import WEIGHTS_MODES
 
 __all__ = [
+    "WEIGHTS_OPTION",
     "add_input",
     "add_output",
     "add_warning",
@@ -67,6 +70,16 @@ __all__ = [
     "run_command",
     "timed",
 ]
+
+#: ``--weights`` of every command that rewrites (``rewrite``, and ``build``/``convert`` in cli.engine).
+WEIGHTS_OPTION = click.option(
+    "--weights",
+    type=click.Choice(list(WEIGHTS_MODES)),
+    default=None,
+    help="embed: put constant weights and biases into the plugin nodes (the plugin prepares them once; "
+    "TensorRT's refitter cannot change them); input: keep them as node inputs. "
+    "Default: embed for --target dcnconvert; trt-builtin takes inputs only.",
+)
 
 _META_VERBOSE = "dcnconvert.verbose"
 _META_QUIET = "dcnconvert.quiet"

@@ -18,6 +18,7 @@ import click
 
 from dcnconvert import errors, log
 from dcnconvert.cli.common import (
+    WEIGHTS_OPTION,
     common_options,
     run_command,
 )
@@ -70,6 +71,7 @@ def _build_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      "the ONNX graph (the only way on TensorRT 11). auto: flags on 10, graph-cast on 11."),
         click.option("--precision", type=click.Choice(["fp32", "fp16", "bf16"]), default="fp32",
                      show_default=True, help="Engine precision."),
+        WEIGHTS_OPTION,
     ]
     for option in options:
         func = option(func)
@@ -86,7 +88,8 @@ def _make_build_options(kw: dict[str, Any]) -> Any:
         max_shapes=tuple(kw["max_shapes"]),
         workspace=parse_size(kw["workspace"]) if kw["workspace"] is not None else None,
         builder_optimization_level=kw["builder_optimization_level"], timing_cache=kw["timing_cache"],
-        target=kw["target"], plugin_lib=kw["plugin_lib"], progress=not kw["no_progress"])
+        target=kw["target"], plugin_lib=kw["plugin_lib"], progress=not kw["no_progress"],
+        weights=kw["weights"])
 
 
 def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:

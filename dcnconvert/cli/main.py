@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from dcnconvert import __version__, errors
-from dcnconvert.cli.common import common_options, run_command
+from dcnconvert.cli.common import WEIGHTS_OPTION, common_options, run_command
 from dcnconvert.report import CommandResult, dumps, format_matches, format_summary
 from dcnconvert.schema import DEFAULT_TARGET, TARGETS
 
@@ -134,21 +134,24 @@ def inspect(model: Path, target: str, json_mode: bool) -> None:
 @click.option("--allow-tf32", is_flag=True,
               help="Write allow_tf32=1 on the plugin nodes: FP32 DCN layers may use TF32 math (10-bit "
               "mantissa); FP16/BF16 layers ignore it. --target dcnconvert only.")
+@WEIGHTS_OPTION
 @common_options
 def rewrite(model: Path, output: Path, target: str, require_match: bool, allow_tf32: bool,
-            json_mode: bool) -> None:
+            weights: str | None, json_mode: bool) -> None:
     """Rewrite every DCN node of MODEL into a ModulatedDeformConv2d plugin node, saved to OUTPUT.
 
     A model without DCN nodes is a warning and is written unchanged (so the next step of a pipeline
     finds its file); with --require-match it is an error and nothing is written. Without
     --allow-tf32 the plugin computes FP32 layers FP32-accurately (plugin nodes that already carry
-    allow_tf32=1 keep it).
+    allow_tf32=1 keep it). For --target dcnconvert, constant weights (initializers that are no graph
+    input, Constant outputs) go into the plugin nodes unless --weights input.
     """
 
     def work() -> dict[str, Any]:
         from dcnconvert import api
 
-        return api.rewrite(model, output, target=target, require_match=require_match, allow_tf32=allow_tf32)
+        return api.rewrite(model, output, target=target, require_match=require_match, allow_tf32=allow_tf32,
+                           weights=weights)
 
     run_command("rewrite", json_mode, work, render=format_summary, inputs={"model": str(model)})
 

@@ -50,6 +50,8 @@ class DcnMatch:
         notes: extra facts (recovered values, swapped inputs, ...).
         node_target: for nodes already in plugin form, the target their attributes select.
         dtype: element type of x (ONNX enum) when known.
+        embedded: roles (``weight``, ``bias``) our plugin node carries as attributes instead of inputs
+            (their shapes are in ``shapes``); empty when the weight is an input.
     """
 
     node_name: str
@@ -70,6 +72,7 @@ class DcnMatch:
     notes: list[str] = field(default_factory=list)
     node_target: str | None = None
     dtype: int | None = None
+    embedded: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -102,6 +105,7 @@ class DcnMatch:
             "reason": self.reason,
             "notes": list(self.notes),
             "node_target": self.node_target,
+            "embedded": list(self.embedded),
         }
 
 
@@ -165,6 +169,7 @@ def graph_info(model: onnx.ModelProto, inferred: onnx.ModelProto | None = None) 
 def _to_match(node: onnx.NodeProto, parsed: ParsedDcn, info: GraphInfo, index: int) -> DcnMatch:
     output = next((o for o in node.output if o), "")
     shapes = {role: info.shape(name) for role, name in parsed.inputs.items()}
+    shapes.update({role: list(shape) for role, shape in parsed.embedded.items()})
     if output:
         shapes["output"] = info.shape(output)
     ordered = {role: shapes[role] for role in ROLES if role in shapes}
@@ -187,6 +192,7 @@ def _to_match(node: onnx.NodeProto, parsed: ParsedDcn, info: GraphInfo, index: i
         notes=list(parsed.notes),
         node_target=parsed.node_target,
         dtype=info.dtypes.get(parsed.inputs.get("x", "")),
+        embedded=tuple(parsed.embedded),
     )
 
 

@@ -25,6 +25,7 @@ import onnx
 
 from dcnconvert import schema
 from dcnconvert.match.attrs import NotConvertible, as_int, attr_value, pair, plugin_padding, read_attrs
+from dcnconvert.match.embedded import read_embedded
 from dcnconvert.match.table import FORM_IDS, LOGIT_KNOWN, REQUIRED, SPECS, FormSpec, spec_for
 from dcnconvert.schema import DcnAttrs
 
@@ -108,6 +109,8 @@ class ParsedDcn:
         reason: why not, when not convertible.
         notes: facts worth reporting (values recovered from shapes, ...).
         node_target: for nodes already in the plugin form, the target their attributes select.
+        embedded: roles (``weight``, ``bias``) that our plugin node carries as attributes, with their
+            shapes; empty when the weight is an input.
     """
 
     form: str
@@ -120,10 +123,11 @@ class ParsedDcn:
     reason: str | None = None
     notes: list[str] = field(default_factory=list)
     node_target: str | None = None
+    embedded: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def with_bias(self) -> bool:
-        return "bias" in self.inputs
+        return "bias" in self.inputs or "bias" in self.embedded
 
 
 # --------------------------------------------------------------------------------------------------
@@ -262,7 +266,12 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
         NotConvertible: the node cannot be converted exactly.
     """
     parsed = ParsedDcn(form=spec.form, mask_kind=spec.mask_kind)
-    parsed.inputs = _inputs(node, spec.roles, spec.min_inputs)
+    embedded = read_embedded(node) if spec.form == "dcnconvert.ModulatedDeformConv2d" else None
+    if embedded is None:
+        parsed.inputs = _inputs(node, spec.roles, spec.min_inputs)
+    else:
+        parsed.inputs = _inputs(node, schema.EMBEDDED_INPUT_NAMES, len(schema.EMBEDDED_INPUT_NAMES))
+        parsed.embedded = embedded.shapes
     if spec.form == "paddle-legacy.deformable_conv" and "offset" not in parsed.inputs:
         raise NotConvertible("deformable_conv without an Offset input")
     if spec.form == "onnx.DeformConv":
@@ -289,7 +298,7 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
         group = 1
     dg = as_int(values["dg"], "deformable_group") if "dg" in values else None
     _finish(node, info, parsed, values["stride"], padding, values["dilation"], group, dg,
-            values.get("kernel_shape"))
+            embedded.kernel if embedded is not None else values.get("kernel_shape"))
     if spec.form == "dcnconvert.ModulatedDeformConv2d":
         target = schema.target_of_node_attrs({
             schema.ATTR_PLUGIN_VERSION: values.get("plugin_version", "1"),
@@ -298,6 +307,8 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
         parsed.node_target = target.name if target else None
         if "allow_tf32" in values:
             _read_allow_tf32(values["allow_tf32"], parsed)
+        if embedded is not None:
+            parsed.notes.append(f"{' and '.join(parsed.embedded)} embedded in the node (attributes)")
     return parsed
 
 

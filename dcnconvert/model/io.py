@@ -1,14 +1,17 @@
 """Reading and writing ONNX models: clear errors, external data, atomic writes.
 
-* :func:`load_model` loads a model with its external data and turns every way a file can be
-  unreadable (missing, a folder, truncated, not ONNX, missing external data) into a
+* :func:`load_model` loads a model with its external data (or, for a later
+  :func:`load_external_data`, without it) and turns every way a file can be unreadable (missing, a
+  folder, truncated, not ONNX, missing external data) into a
   :class:`~dcnconvert.errors.ModelError` with a hint; it checks the graph with
   :func:`dcnconvert.model.check.check_model` (refuses what TensorRT's parser refuses, warns on the
   unusual), so every command that reads a model gets that check.
 * :func:`save_model` writes atomically: to a temporary name in the destination folder, renamed
   into place only once everything is written. Models too large for one protobuf (2 GB), or saved
   with ``external_data=True``, get one data file next to the ``.onnx``, named ``<file name>.data``
-  (``model.onnx`` -> ``model.onnx.data``); the data file is renamed first, the ``.onnx`` last.
+  (``model.onnx`` -> ``model.onnx.data``), holding the large initializers and the large weights
+  embedded in plugin nodes (TENSOR attributes, which ``onnx.load`` and TensorRT's parser read from
+  external data too); the data file is renamed first, the ``.onnx`` last.
 * :func:`skeleton` makes a cheap copy of a model whose large tensors carry no data, for shape
   inference, matching and checking without duplicating the weights. It and the other tensor
   helpers (:func:`tensor_nbytes`, :func:`model_size_bytes`, :func:`uses_external_data`,
@@ -48,6 +51,7 @@ __all__ = [
     "file_uses_external_data",
     "is_skeleton_tensor",
     "iter_tensors",
+    "load_external_data",
     "load_model",
     "model_size_bytes",
     "save_model",
@@ -69,16 +73,19 @@ EXTERNAL_ALIGNMENT = 64
 STREAM_MIN_BYTES = 64 * 2**20
 
 
-def load_model(path: PathLike, *, check: bool = True) -> onnx.ModelProto:
+def load_model(path: PathLike, *, check: bool = True, external_data: bool = True) -> onnx.ModelProto:
     """Load an ONNX model and its external data, and check its graph.
 
     Args:
         path: the ``.onnx`` file.
         check: run :func:`dcnconvert.model.check.check_model` (before the external data is read, so
             a broken graph is refused without reading the weights; its warnings are logged).
+        external_data: read the external data; ``False`` leaves the external references for a later
+            :func:`load_external_data` (the rewrite then moves embedded weights as references, and
+            their data is read once, into the plugin nodes).
 
     Returns:
-        The model, with every external tensor loaded into memory.
+        The model, with every external tensor loaded into memory (unless ``external_data=False``).
 
     Raises:
         ModelError: the file is missing, is a folder, is not ONNX, is truncated, its external
@@ -108,15 +115,32 @@ def load_model(path: PathLike, *, check: bool = True) -> onnx.ModelProto:
     _check_looks_like_onnx(model, path)
     if check:
         model_check.check_model(model)
-    if uses_external_data(model):
-        try:
-            onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
-        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
-            raise ModelError(
-                f"cannot load the external data of {path}: {exc}",
-                hint="keep the model's data file(s) next to the .onnx file, with their original names",
-            ) from None
+    if external_data:
+        load_external_data(model, path)
     return model
+
+
+def load_external_data(model: onnx.ModelProto, path: PathLike) -> None:
+    """Read the external data of every tensor of ``model`` (initializers and TENSOR attributes) from the
+    files next to ``path``, the model file it was loaded from; no-op without external data.
+
+    Raises:
+        ModelError: a data file is missing or too short.
+    """
+    path = Path(path)
+    external = [t for t in iter_tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
+    if not external:
+        return
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ModelError(
+            f"cannot load the external data of {path}: {exc}",
+            hint="keep the model's data file(s) next to the .onnx file, with their original names",
+        ) from None
+    for tensor in external:  # onnx sets DEFAULT explicitly; unset, the tensor equals an inline one
+        if tensor.data_location == onnx.TensorProto.DEFAULT:
+            tensor.ClearField("data_location")
 
 
 def _check_looks_like_onnx(model: onnx.ModelProto, path: Path) -> None:
@@ -149,14 +173,19 @@ def file_uses_external_data(path: PathLike) -> bool:
 
 
 def _inline_chunks(model: onnx.ModelProto) -> Iterator[bytes]:
-    """The encoding of ``model`` in pieces: everything but the initializers, then one per tensor.
+    """The encoding of ``model`` in pieces: everything but the main graph's nodes and initializers,
+    then one piece per node (plugin nodes carry their embedded weights) and one per initializer.
 
     Protobuf merges repeated occurrences of an embedded message field, so the concatenation parses
-    to the same model (initializer order kept) without one ``bytes`` holding all the weights.
+    to the same model (node and initializer order kept) without one ``bytes`` holding all the weights.
     """
     head = onnx.ModelProto()
-    copy_light(model, head, None)
+    copy_light(model, head, None, nodes=False)
     yield head.SerializeToString()
+    for node in model.graph.node:
+        piece = onnx.ModelProto()
+        piece.graph.node.add().CopyFrom(node)
+        yield piece.SerializeToString()
     for tensor in model.graph.initializer:
         piece = onnx.ModelProto()
         piece.graph.initializer.add().CopyFrom(tensor)

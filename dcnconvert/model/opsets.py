@@ -14,7 +14,8 @@ from dcnconvert.model import io as onnx_io
 __all__ = ["opset_version", "raise_default_opset"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-#: Initializers larger than this are held aside (not copied) while the version converter runs.
+#: Initializers (and plugin-node weights) larger than this are held aside (not copied) while the version
+#: converter runs.
 _HOLD_ASIDE_BYTES = 1024
 
 
@@ -29,7 +30,8 @@ def opset_version(model: onnx.ModelProto, domain: str = "") -> int | None:
 
 def _restore(converted: onnx.ModelProto, model: onnx.ModelProto) -> None:
     """Give the stand-ins of a converted :func:`~dcnconvert.model.io.skeleton` the data of ``model``'s
-    initializers of the same name."""
+    initializers of the same name, and of the TENSOR attributes of ``model``'s node with the same
+    first output (the weights embedded in plugin nodes, which the converter passes through)."""
     originals = {init.name: init for init in model.graph.initializer}
     for init in converted.graph.initializer:
         original = originals.get(init.name)
@@ -37,16 +39,31 @@ def _restore(converted: onnx.ModelProto, model: onnx.ModelProto) -> None:
             init.CopyFrom(original)
     left = [i.name for i in converted.graph.initializer
             if onnx_io.is_skeleton_tensor(i) and i.name not in originals]
+    by_output = {n.output[0]: n for n in model.graph.node if n.output}
+    for node in converted.graph.node:
+        stand_ins = [a for a in node.attribute
+                     if a.type == onnx.AttributeProto.TENSOR and onnx_io.is_skeleton_tensor(a.t)]
+        if not stand_ins:
+            continue
+        source = {a.name: a.t for a in by_output[node.output[0]].attribute} if node.output and \
+            node.output[0] in by_output else {}
+        for attr in stand_ins:
+            if attr.name in source:
+                attr.t.CopyFrom(source[attr.name])
+            else:
+                left.append(f"{node.name or node.output[0]}.{attr.name}")
     if left:
         raise ModelError(
-            f"internal error: initializers {left[:5]} lost their data during the opset conversion"
+            f"internal error: tensors {left[:5]} lost their data during the opset conversion",
+            hint="report this as a bug with the model's `dcnconvert inspect --json` output",
         )
 
 
 def raise_default_opset(model: onnx.ModelProto, opset: int, needed_by: str) -> onnx.ModelProto:
     """Convert ``model`` to default-domain ``opset`` with ``onnx.version_converter`` (no-op if already there).
 
-    Custom-domain nodes pass through unchanged. Large initializers are held aside during the conversion.
+    Custom-domain nodes pass through unchanged. Large initializers and the weights embedded in plugin
+    nodes are held aside during the conversion.
     ``needed_by`` says in the error what needs the newer opset.
 
     Raises:

@@ -2,12 +2,14 @@
 
 * :func:`iter_tensors` walks every TensorProto (initializers, tensor attributes, subgraphs,
   functions); :func:`tensor_nbytes` / :func:`model_size_bytes` size them without serialising.
-* :func:`skeleton` makes a cheap copy of a model whose large tensors carry no data (an external
-  reference to a file that does not exist), for shape inference, matching and checking without
-  duplicating the weights; :func:`check_skeleton` runs the ONNX checker on one.
-* :func:`copy_light` copies a model with every main-graph initializer routed through a callback
-  (the building block of skeletons and of :mod:`dcnconvert.model.io`'s streamed saves);
-  :func:`externalize` turns a tensor's copy into an external reference.
+* :func:`skeleton` makes a cheap copy of a model whose large tensors (main-graph initializers, and
+  the weights embedded in plugin nodes) carry no data (an external reference to a file that does not
+  exist), for shape inference, matching and checking without duplicating the weights;
+  :func:`check_skeleton` runs the ONNX checker on one.
+* :func:`copy_light` copies a model with every main-graph initializer, and every TENSOR attribute of
+  a main-graph plugin node (:func:`dcnconvert.schema.is_plugin_node`), routed through a callback
+  (the building block of skeletons and of :mod:`dcnconvert.model.io`'s streamed and external-data
+  saves); :func:`externalize` turns a tensor's copy into an external reference.
 
 The ModelProto passed in is never modified.
 """
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+
+from dcnconvert.schema import is_plugin_node
 
 #: ``location`` written into data-less tensors of a :func:`skeleton`.
 SKELETON_LOCATION = "__dcnconvert_skeleton__.bin"
@@ -83,7 +87,7 @@ def model_size_bytes(model: onnx.ModelProto) -> int:
     ``ByteSize()`` of a model with large weights costs two extra copies of them with protobuf's upb
     backend, so the size is that of a :func:`skeleton` plus the bytes of the tensors it leaves out.
     """
-    dropped = sum(n for n in (tensor_nbytes(t) for t in model.graph.initializer) if n > SKELETON_KEEP_BYTES)
+    dropped = sum(n for n in (tensor_nbytes(t) for t in routed_tensors(model)) if n > SKELETON_KEEP_BYTES)
     light = skeleton(model) if dropped else model
     try:
         return light.ByteSize() + dropped
@@ -111,12 +115,23 @@ def externalize(src: onnx.TensorProto, dst: onnx.TensorProto, location: str, off
         entry.value = value
 
 
-def skeleton(model: onnx.ModelProto, keep_bytes: int = SKELETON_KEEP_BYTES) -> onnx.ModelProto:
-    """A copy of ``model`` whose main-graph initializers above ``keep_bytes`` carry no data.
+def routed_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """The tensors :func:`copy_light` routes: main-graph initializers, then the TENSOR attributes of
+    main-graph plugin nodes."""
+    yield from model.graph.initializer
+    for node in model.graph.node:
+        if is_plugin_node(node):
+            yield from (a.t for a in node.attribute if a.type == onnx.AttributeProto.TENSOR)
 
-    Their data is replaced by an external reference to :data:`SKELETON_LOCATION` (a file that does
-    not exist), so shape inference and graphsurgeon see names, types and shapes only. Used to
-    inspect or rewrite large models without copying their weights.
+
+def skeleton(model: onnx.ModelProto, keep_bytes: int = SKELETON_KEEP_BYTES) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph initializers and plugin-node weights (TENSOR attributes)
+    above ``keep_bytes`` carry no data.
+
+    Their data (and that of tensors whose external data is not loaded) is replaced by an external
+    reference to :data:`SKELETON_LOCATION` (a file that does not exist), so shape inference and
+    graphsurgeon see names, types and shapes only. Used to inspect or rewrite large models without
+    copying their weights.
     """
 
     def drop(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
@@ -127,7 +142,7 @@ def skeleton(model: onnx.ModelProto, keep_bytes: int = SKELETON_KEEP_BYTES) -> o
     limit = max(keep_bytes, 0)
 
     def write(tensor: onnx.TensorProto, into: onnx.TensorProto) -> None:
-        if tensor_nbytes(tensor) > limit:
+        if tensor_nbytes(tensor) > limit or tensor.data_location == onnx.TensorProto.EXTERNAL:
             drop(tensor, into)
         else:
             into.CopyFrom(tensor)
@@ -142,10 +157,11 @@ def _is_repeated(field) -> bool:
     return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
 
 
-def _copy_fields(src, dst, skip: str) -> None:
-    """Copy every set field of the message ``src`` but ``skip`` into ``dst`` (repeated ones appended)."""
+def _copy_fields(src, dst, *skip: str) -> None:
+    """Copy every set field of the message ``src`` but those in ``skip`` into ``dst`` (repeated ones
+    appended)."""
     for field, value in src.ListFields():
-        if field.name == skip:
+        if field.name in skip:
             continue
         if _is_repeated(field):
             getattr(dst, field.name).extend(value)
@@ -155,10 +171,12 @@ def _copy_fields(src, dst, skip: str) -> None:
             setattr(dst, field.name, value)
 
 
-def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
-    """Copy ``model`` into ``light``, every main-graph initializer through ``write(src, dst)``.
+def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write, *, nodes: bool = True) -> None:
+    """Copy ``model`` into ``light``, every main-graph initializer, and every TENSOR attribute of a
+    main-graph plugin node (its embedded weights), through ``write(src, dst)``.
 
-    ``write=None`` leaves the initializers out.
+    ``write=None`` leaves the initializers out and copies the nodes as they are; ``nodes=False``
+    leaves the main graph's nodes out.
 
     Raises:
         ModelError: a string of ``model`` is not valid UTF-8. Protobuf hands such a field to Python
@@ -168,7 +186,11 @@ def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
     try:
         _copy_fields(model, light, "graph")
         graph = light.graph
-        _copy_fields(model.graph, graph, "initializer")
+        _copy_fields(model.graph, graph, "initializer", "node")
+        if nodes:
+            for node in model.graph.node:
+                routed = write if write is not None and is_plugin_node(node) else None
+                _copy_node(node, graph.node.add(), routed)
         if write is not None:
             for tensor in model.graph.initializer:
                 write(tensor, graph.initializer.add())
@@ -179,13 +201,28 @@ def copy_light(model: onnx.ModelProto, light: onnx.ModelProto, write) -> None:
         raise
 
 
+def _copy_node(node: onnx.NodeProto, into: onnx.NodeProto, write) -> None:
+    """Copy ``node``; with ``write``, each TENSOR attribute's tensor goes through it."""
+    if write is None or not any(a.type == onnx.AttributeProto.TENSOR for a in node.attribute):
+        into.CopyFrom(node)
+        return
+    _copy_fields(node, into, "attribute")
+    for attr in node.attribute:
+        copy = into.attribute.add()
+        if attr.type != onnx.AttributeProto.TENSOR:
+            copy.CopyFrom(attr)
+            continue
+        _copy_fields(attr, copy, "t")
+        write(attr.t, copy.t)
+
+
 def check_skeleton(model: onnx.ModelProto) -> None:
     """Run ``onnx.checker.check_model`` on a :func:`skeleton` (or any model) without its weights.
 
     Raises:
         onnx.checker.ValidationError: what the checker finds.
     """
-    light = model if any(is_skeleton_tensor(t) for t in model.graph.initializer) else skeleton(model, 0)
+    light = model if any(is_skeleton_tensor(t) for t in routed_tensors(model)) else skeleton(model, 0)
     with tempfile.TemporaryDirectory(prefix="dcnconvert-check-") as folder:
         Path(folder, SKELETON_LOCATION).touch()
         model_path = Path(folder, "model.onnx")

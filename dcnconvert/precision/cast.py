@@ -22,11 +22,17 @@ How it works:
    targets follow, value_info types are updated.
 4. Where a tensor's type differs from what a consumer needs, one ``Cast`` per (tensor, type) is
    inserted (so the graph stays in single static assignment form). Graph inputs and outputs keep
-   FP32 unless ``io_precision`` says otherwise. The plugin node's five inputs are always in one type
-   (the low one, or FP32 for a plugin node kept by op type or name).
+   FP32 unless ``io_precision`` says otherwise. The plugin node's float inputs (``x, offset, mask``,
+   and ``weight[, bias]`` where they are inputs) are always in one type (the low one, or FP32 for a
+   plugin node kept by op type or name).
+5. A weight and bias embedded in a low plugin node (TENSOR attributes) are converted to the low type
+   like initializers (rounded, clamped and counted: ``converted_embedded``), so the cast model is as
+   small as with weight inputs and its numbers are the same. (The plugin would also accept them in
+   FP32, converting them when it prepares them; converting here keeps one rounding rule, the cast's
+   clamping, for every weight.) A plugin node kept in FP32 keeps FP32 weights.
 
 This module is the driver and the public API; steps 1-2 live in :mod:`dcnconvert.precision.plan`,
-steps 3-4 in :mod:`dcnconvert.precision.values`.
+steps 3-5 in :mod:`dcnconvert.precision.values`.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from dcnconvert.precision.plan import FLOAT, KEEP_FP32_OPS, CastReport, homes, p
 from dcnconvert.precision.values import (
     bf16_bits_to_float,
     convert_attrs,
+    convert_embedded,
     convert_sources,
     float_to_bf16_bits,
     insert_casts,
@@ -115,6 +122,8 @@ def cast_model(
     convert_sources(graph, home, low, report)
     for index in plan.low_index:
         convert_attrs(graph.node[index], low)
+        if schema.is_plugin_node(graph.node[index]):
+            convert_embedded(graph.node[index], low, report)
     report.casts_inserted = insert_casts(graph, plan, home, graph_outputs, io_type)
 
     inputs_with_data = [vi for vi in graph.input if vi.name in initializer_names]

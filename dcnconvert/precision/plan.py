@@ -57,6 +57,7 @@ class CastReport:
     kept_fp32: list[dict[str, str]] = field(default_factory=list)
     casts_inserted: int = 0
     converted_initializers: int = 0
+    converted_embedded: int = 0
     clamped_values: int = 0
     clamped_initializers: list[str] = field(default_factory=list)
     plugin_nodes: int = 0
@@ -166,7 +167,7 @@ class Plan:
     def decide(self, index: int, node: onnx.NodeProto, shape_arith: bool) -> None:
         floats_in = [j for j, n in enumerate(node.input) if self.is_float(n)]
         floats_out = [n for n in node.output if self.is_float(n)]
-        if schema.is_plugin_node(node):  # all five inputs in one type: low, or FP32 when asked for
+        if schema.is_plugin_node(node):  # all float inputs in one type: low, or FP32 when asked for
             if node.op_type in self.keep_ops or (node.name and node.name in self.keep_nodes):
                 return self.keep(index, node, "named in --keep-fp32 (the plugin runs in FP32)")
             self._make_low(index, node, {j: self.low for j in floats_in}, floats_out)

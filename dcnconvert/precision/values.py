@@ -3,8 +3,9 @@
 * Values: :func:`float_to_bf16_bits` (round to nearest even), :func:`bf16_bits_to_float`,
   :func:`to_fp16_clamped` and :func:`to_bf16_clamped` (finite values beyond the type's range clamped
   and counted).
-* :func:`convert_sources` / :func:`convert_attrs`: initializers, ``Constant`` values and
-  ``Cast``/``ConstantOfShape`` attributes into the low type.
+* :func:`convert_sources` / :func:`convert_attrs` / :func:`convert_embedded`: initializers,
+  ``Constant`` values, ``Cast``/``ConstantOfShape`` attributes and the weights embedded in plugin
+  nodes into the low type.
 * :func:`insert_casts`: one ``Cast`` per (tensor, type) where a consumer needs another type than
   the tensor is stored in, and casts back to the I/O type in front of graph outputs.
 """
@@ -17,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from dcnconvert import schema
 from dcnconvert.errors import ModelError
 from dcnconvert.precision.plan import FLOAT
 
@@ -118,6 +120,31 @@ def convert_sources(graph: onnx.GraphProto, home: dict[str, int], low: int, repo
             report.clamped_values += n
             del node.attribute[:]
             node.attribute.append(helper.make_attribute("value", tensor))
+
+
+def convert_embedded(node: onnx.NodeProto, low: int, report: CastReport) -> None:
+    """Convert the FP32 weight and bias embedded in a low plugin node (TENSOR attributes ``weight`` and
+    ``bias``) to ``low``, rounded and clamped as initializers are; counts go to ``report``.
+
+    Raises:
+        ModelError: an embedded tensor whose external data is not loaded.
+    """
+    for attr in node.attribute:
+        if attr.name not in (schema.ATTR_WEIGHT, schema.ATTR_BIAS) or attr.type != onnx.AttributeProto.TENSOR:
+            continue
+        if attr.t.data_type != FLOAT:
+            continue
+        where = f"{node.name or node.output[0]}.{attr.name}"
+        if attr.t.data_location == TensorProto.EXTERNAL:
+            raise ModelError(f"the {attr.name} embedded in plugin node '{node.name}' has external data that "
+                             "is not loaded", hint="load the model with its external data (dcnconvert does "
+                             "this for paths)", node=node.name)
+        tensor, n = _low_tensor(numpy_helper.to_array(attr.t), attr.t.name, low)
+        attr.t.CopyFrom(tensor)
+        report.converted_embedded += 1
+        if n:
+            report.clamped_values += n
+            report.clamped_initializers.append(where)
 
 
 def convert_attrs(node: onnx.NodeProto, low: int) -> None:

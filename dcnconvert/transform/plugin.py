@@ -12,15 +12,30 @@ How it works:
    Shape(offset)[2:4])`` for DCNv1, which follows dynamic batch and spatial dims), and the plugin
    node with the original node's name and output tensor.
 3. The new nodes are exported and spliced into the output model at the original node's position;
-   everything else (other nodes, graph inputs/outputs, initializers, value_info, opsets, IR
-   version, metadata, doc strings) is left exactly as it was. Our domain is added to opset_import.
+   embedded weights are then copied into the plugin nodes (:mod:`dcnconvert.transform.weights`).
+   Everything else (other nodes, graph inputs/outputs, initializers, value_info, opsets, IR
+   version, metadata, doc strings) is left exactly as it was, but for the initializers and
+   ``Constant`` nodes that embedding left unread, which are dropped. Our domain is added to
+   opset_import.
 
-A model whose nodes are already in plugin form for the target is returned unchanged; plugin nodes
-for the other target are retargeted. ``allow_tf32=True`` puts ``allow_tf32 = 1`` on every node;
-without it the attribute is never added, and a node that has it keeps it (dropped, with a warning,
-for a target without the field). Op types that only look like a DCN (``"unknown"`` form) are
-skipped with a warning; a recognised form that cannot be converted raises. A caller's ``keep``
-predicate can leave chosen recognised nodes exactly as they are (neither validated nor converted).
+With ``embed_weights`` (the default) and a target whose plugin takes them (``dcnconvert``), a
+constant weight and bias (:func:`dcnconvert.transform.weights.constant_sources`: an initializer that
+is not also a graph input, or a ``Constant`` output) go into the plugin node as the attributes
+``weight``, ``weight_shape`` and ``bias``, in their own element type; the node then has the inputs
+``x, offset, mask``, and an initializer or ``Constant`` that nothing else reads is dropped. A weight
+that is not a constant stays an input (an INFO log line names the node and why). Without
+``embed_weights``, or for TensorRT's built-in plugin, weights are inputs: embedded ones move back
+into initializers. Each tensor is copied once, into the model's own node or initializer; weights
+whose external data is not loaded yet move as references
+(:func:`dcnconvert.steps.rewrite_in_memory` reads the data after the rewrite).
+
+A model whose nodes are already in plugin form for the target (weights as asked) is returned
+unchanged; plugin nodes for the other target are retargeted. ``allow_tf32=True`` puts
+``allow_tf32 = 1`` on every node; without it the attribute is never added, and a node that has it
+keeps it (dropped, with a warning, for a target without the field). Op types that only look like a
+DCN (``"unknown"`` form) are skipped with a warning; a recognised form that cannot be converted
+raises. A caller's ``keep`` predicate can leave chosen recognised nodes exactly as they are (neither
+validated nor converted).
 """
 
 from __future__ import annotations
@@ -31,7 +46,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import onnx
 import onnx_graphsurgeon as gs
 from onnx import helper
@@ -44,6 +58,8 @@ from dcnconvert.match.validate import resolve_target, validate_matches
 from dcnconvert.model import check as model_check
 from dcnconvert.model import io as onnx_io
 from dcnconvert.model.opsets import opset_version
+from dcnconvert.transform import weights
+from dcnconvert.transform.builder import Builder, Names, element_type
 
 LOG = logging.getLogger("dcnconvert.transform.plugin")
 
@@ -58,26 +74,36 @@ class RewriteReport:
     Attributes:
         target: name of the target.
         allow_tf32: whether ``allow_tf32 = 1`` was asked for.
+        weights: ``"embed"`` (constant weights asked into the plugin nodes) or ``"input"``.
         matches: every DCN node found (see :class:`~dcnconvert.match.finder.DcnMatch`).
         rewritten: names (labels) of the nodes replaced or retargeted.
         unchanged: names of nodes already in plugin form for the target.
         skipped: (name, reason) of nodes left alone (unknown DCN-like op types, or nodes the
             caller's ``keep`` predicate kept).
         warnings: messages for the user.
+        embedded: names of the plugin nodes of the result that carry their weights as attributes.
+        weights_as_inputs: (name, reason) of nodes whose weights stay inputs although embedding
+            was asked for (a weight that is not a constant).
     """
 
     target: str
     allow_tf32: bool = False
+    weights: str = "embed"
     matches: list[DcnMatch] = field(default_factory=list)
     rewritten: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    embedded: list[str] = field(default_factory=list)
+    weights_as_inputs: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
             "target": self.target,
             "allow_tf32": self.allow_tf32,
+            "weights": self.weights,
+            "embedded": list(self.embedded),
+            "weights_as_inputs": [{"node": n, "reason": r} for n, r in self.weights_as_inputs],
             "matches": [m.to_dict() for m in self.matches],
             "rewritten": list(self.rewritten),
             "unchanged": list(self.unchanged),
@@ -86,122 +112,15 @@ class RewriteReport:
         }
 
 
-class _Names:
-    """Unique names for new nodes and tensors."""
-
-    def __init__(self, model: onnx.ModelProto):
-        self.used: set[str] = set()
-
-        def walk(graph: onnx.GraphProto) -> None:
-            self.used.update(t.name for t in graph.initializer)
-            self.used.update(v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info))
-            for node in graph.node:
-                self.used.add(node.name)
-                self.used.update(node.input)
-                self.used.update(node.output)
-                for attr in node.attribute:
-                    for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                        walk(sub)
-
-        walk(model.graph)
-
-    def __call__(self, base: str) -> str:
-        name, count = base, 1
-        while name in self.used:
-            name = f"{base}_{count}"
-            count += 1
-        self.used.add(name)
-        return name
-
-
-class _Builder:
-    """Builds the replacement of one node in a graphsurgeon graph."""
-
-    def __init__(self, graph: gs.Graph, names: _Names, opset: int, dtypes: dict[str, int]):
-        self.graph = graph
-        self.names = names
-        self.opset = opset
-        self.dtypes = dtypes
-        self.tensors = graph.tensors()
-        self.nodes: list[gs.Node] = []
-
-    def const(self, base: str, values: np.ndarray) -> gs.Constant:
-        return gs.Constant(self.names(base), values)
-
-    def node(self, op: str, base: str, inputs, attrs=None, n_out: int = 1) -> list[gs.Variable]:
-        outs = [gs.Variable(self.names(f"{base}_out" if n_out == 1 else f"{base}_out{i}"))
-                for i in range(n_out)]
-        self.nodes.append(gs.Node(op=op, name=self.names(base), attrs=attrs or {}, inputs=list(inputs),
-                                  outputs=outs))
-        return outs
-
-    def pad(self, base: str, x: gs.Tensor, prepad: tuple[int, int, int, int]) -> gs.Tensor:
-        hb, wb, he, we = prepad
-        pads = [0, 0, hb, wb, 0, 0, he, we]
-        if self.opset >= 11:
-            pads_const = self.const(f"{base}/dcnconvert_pads", np.array(pads, np.int64))
-            return self.node("Pad", f"{base}/dcnconvert_pad", [x, pads_const], {"mode": "constant"})[0]
-        return self.node("Pad", f"{base}/dcnconvert_pad", [x],
-                         {"mode": "constant", "pads": pads, "value": 0.0})[0]
-
-    def channel_slice(self, base: str, data: gs.Tensor, start: int, end: int) -> gs.Tensor:
-        if self.opset >= 10:
-            inputs = [data] + [self.const(f"{base}_{k}", np.array([v], np.int64)) for k, v in
-                               (("starts", start), ("ends", end), ("axes", 1))]
-            return self.node("Slice", base, inputs)[0]
-        return self.node("Slice", base, [data], {"starts": [start], "ends": [end], "axes": [1]})[0]
-
-    def ones_mask(self, base: str, offset: gs.Tensor, channels: int | None, dtype: int,
-                  static_shape: list[int] | None) -> gs.Tensor:
-        """Ones of shape [N, dg*kh*kw, oH, oW] following the offset's (possibly dynamic) shape."""
-        if self.opset < 9:
-            if static_shape is None or channels is None:
-                raise UnsupportedNodeError(
-                    f"a DCNv1 node needs a mask of ones; with default-domain opset {self.opset} (< 9, no "
-                    "ConstantOfShape) this needs a static offset shape",
-                    hint="re-export the model with opset >= 9 or with static shapes",
-                )
-            shape = [static_shape[0], channels, static_shape[2], static_shape[3]]
-            values = np.ones(shape, helper.tensor_dtype_to_np_dtype(dtype))
-            return self.const(f"{base}/dcnconvert_ones_mask", values)
-        shape = self.node("Shape", f"{base}/dcnconvert_offset_shape", [offset])[0]
-        batch = self.node("Gather", f"{base}/dcnconvert_batch",
-                          [shape, self.const(f"{base}/dcnconvert_idx0", np.array([0], np.int64))],
-                          {"axis": 0})[0]
-        spatial = self.node("Gather", f"{base}/dcnconvert_spatial",
-                            [shape, self.const(f"{base}/dcnconvert_idx23", np.array([2, 3], np.int64))],
-                            {"axis": 0})[0]
-        if channels is not None:
-            chan = self.const(f"{base}/dcnconvert_mask_channels", np.array([channels], np.int64))
-        else:  # kernel unknown: mask channels = offset channels / 2
-            off_c = self.node("Gather", f"{base}/dcnconvert_offset_channels",
-                              [shape, self.const(f"{base}/dcnconvert_idx1", np.array([1], np.int64))],
-                              {"axis": 0})[0]
-            chan = self.node("Div", f"{base}/dcnconvert_mask_channels",
-                             [off_c, self.const(f"{base}/dcnconvert_two", np.array([2], np.int64))])[0]
-        mask_shape = self.node("Concat", f"{base}/dcnconvert_mask_shape", [batch, chan, spatial],
-                               {"axis": 0})[0]
-        one = helper.make_tensor("value", dtype, [1], [1])
-        return self.node("ConstantOfShape", f"{base}/dcnconvert_ones_mask", [mask_shape], {"value": one})[0]
-
-
-def _dtype(match: DcnMatch, info_dtypes: dict[str, int], warnings: list[str]) -> int:
-    for role in ("offset", "offset_mask", "x", "weight"):
-        name = match.inputs.get(role)
-        if name and info_dtypes.get(name):
-            return info_dtypes[name]
-    warnings.append(f"node '{match.label}': element type unknown; the ones mask is float32")
-    return onnx.TensorProto.FLOAT
-
-
 def _tf32_for(match: DcnMatch, target: schema.Target, allow_tf32: bool) -> bool:
     """``allow_tf32`` of the node written for ``match``: asked for or already there, if the target has it."""
     return target.has_allow_tf32 and (allow_tf32 or (match.attrs is not None and match.attrs.allow_tf32))
 
 
-def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
-             shapes: dict[str, list | None], warnings: list[str], allow_tf32: bool) -> list[gs.Node]:
-    """Build the plugin node (and helpers) for ``match`` in place of ``old``."""
+def _replace(builder: Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
+             warnings: list[str], allow_tf32: bool, weight_inputs: list[str]) -> list[gs.Node]:
+    """Build the plugin node (and helpers) for ``match`` in place of ``old``; ``weight_inputs`` are the
+    names of its weight[, bias] inputs (none when they are embedded)."""
     builder.nodes = []
     t = builder.tensors
     base = match.node_name or match.output or "dcn"
@@ -221,14 +140,13 @@ def _replace(builder: _Builder, match: DcnMatch, target: schema.Target, old: gs.
     else:
         offset = t[match.inputs["offset"]]
         if match.mask_kind == "ones":
-            static = shapes.get("offset")
+            static = match.shapes.get("offset")
             static = static if static and all(isinstance(d, int) for d in static) else None
-            mask = builder.ones_mask(base, offset, dg_k, _dtype(match, builder.dtypes, warnings), static)
+            dtype = element_type(match, builder.dtypes, warnings)
+            mask = builder.ones_mask(base, offset, dg_k, dtype, static)
         else:
             mask = t[match.inputs["mask"]]
-    inputs = [x, offset, mask, t[match.inputs["weight"]]]
-    if "bias" in match.inputs:
-        inputs.append(t[match.inputs["bias"]])
+    inputs = [x, offset, mask] + [t[name] if name in t else gs.Variable(name) for name in weight_inputs]
     outputs = list(old.outputs)
     old.inputs.clear()
     old.outputs.clear()
@@ -251,6 +169,7 @@ def rewrite_model(
     inplace: bool = False,
     keep: Callable[[DcnMatch], bool] | None = None,
     allow_tf32: bool = False,
+    embed_weights: bool = True,
 ) -> tuple[onnx.ModelProto, RewriteReport]:
     """Replace every DCN node of ``model`` by a ``ModulatedDeformConv2d`` plugin node.
 
@@ -266,6 +185,9 @@ def rewrite_model(
         allow_tf32: write ``allow_tf32 = 1`` on every plugin node: FLOAT32 layers of our plugin may
             then use TF32 math (FLOAT16/BFLOAT16 ignore it). Only for a target whose plugin has the
             field (``dcnconvert``).
+        embed_weights: put constant weights and biases into the plugin nodes (where the target's
+            plugin takes them: ``dcnconvert``; ``trt-builtin`` always gets inputs). ``False`` keeps
+            them as node inputs (refittable by TensorRT) and moves embedded ones back into initializers.
 
     Returns:
         (the rewritten model, a :class:`RewriteReport`).
@@ -280,7 +202,9 @@ def rewrite_model(
     target = resolve_target(target)
     if allow_tf32 and not target.has_allow_tf32:
         raise schema.tf32_target_error(target, "allow_tf32=True")
-    report = RewriteReport(target=target.name, allow_tf32=bool(allow_tf32))
+    embed = bool(embed_weights) and target.has_embedded_weights
+    report = RewriteReport(target=target.name, allow_tf32=bool(allow_tf32),
+                           weights="embed" if embed else "input")
     model_check.check_model(model, warn=False, second_opinion=False)  # a ModelProto from a library caller
     light = onnx_io.skeleton(model)
     info = graph_info(light, infer_shapes_safely(light))
@@ -301,11 +225,15 @@ def rewrite_model(
         report.skipped += [(m.label, "kept as is (keep)") for m, k in zip(known, flags, strict=True) if k]
         known = [m for m, k in zip(known, flags, strict=True) if not k]
     validate_matches(known, target)
+    sources = _weight_sources(light, known, embed, report)
     work = []
     for m in known:
         had_tf32 = m.attrs is not None and m.attrs.allow_tf32
+        embedded = m.index in sources or (embed and bool(m.embedded))
+        if embedded:
+            report.embedded.append(m.label)
         if (m.form == "dcnconvert.ModulatedDeformConv2d" and m.node_target == target.name
-                and had_tf32 == _tf32_for(m, target, allow_tf32)):
+                and had_tf32 == _tf32_for(m, target, allow_tf32) and bool(m.embedded) == embedded):
             report.unchanged.append(m.label)
         else:
             work.append(m)
@@ -318,23 +246,61 @@ def rewrite_model(
         return out, report
 
     opset = info.opset or FALLBACK_OPSET
-    builder = _Builder(_import(light), _Names(light), opset, info.dtypes)
+    builder = Builder(_import(light), Names(light), opset, info.dtypes)
     replacements: dict[int, list[onnx.NodeProto]] = {}
     new_initializers: list[onnx.TensorProto] = []
+    in_place: set[int] = set()  # plugin nodes that keep their embedded weights: updated where they are
+    pending: dict[str, dict[str, weights.Source]] = {}  # plugin output -> weights to embed after the splice
     for m in work:
         old = builder.graph.nodes[m.index]
-        new_nodes = _replace(builder, m, target, old, m.shapes, report.warnings, allow_tf32)
+        embedding = embed and (bool(m.embedded) or m.index in sources)
+        if embedding:
+            weight_inputs = []
+        elif m.embedded:  # copied into initializers now, before the splice drops the node
+            weight_inputs = weights.move_to_initializers(out.graph, out.graph.node[m.index], builder.names)
+        else:
+            weight_inputs = [m.inputs[role] for role in weights.ATTRS if role in m.inputs]
+        new_nodes = _replace(builder, m, target, old, report.warnings, allow_tf32, weight_inputs)
         replacements[m.index] = [OnnxExporter.export_node(n) for n in new_nodes]
+        if embedding and m.embedded:
+            in_place.add(m.index)
+        elif embedding:
+            pending[replacements[m.index][-1].output[0]] = sources[m.index]
         for n in new_nodes:
             for tensor in n.inputs:
                 if isinstance(tensor, gs.Constant) and tensor.name not in info.initializers:
                     new_initializers.append(OnnxExporter.export_tensor_proto(tensor))
         report.rewritten.append(m.label)
-        LOG.info("rewrote %s (%s) -> %s", m.label, m.form, schema.PLUGIN_NAME)
+        how = " (weights embedded)" if embedding else ""
+        LOG.info("rewrote %s (%s) -> %s%s", m.label, m.form, schema.PLUGIN_NAME, how)
 
-    _splice(out, replacements, new_initializers, needs_default_opset=info.opset == 0, report=report)
+    _splice(out, replacements, new_initializers, needs_default_opset=info.opset == 0, report=report,
+            in_place=in_place)
+    weights.embed_pending(out.graph, pending)
+    dropped = weights.drop_unread(out.graph, {s.name for found in sources.values() for s in found.values()})
+    if dropped:
+        LOG.debug("embedded and no longer read, dropped: %s", ", ".join(dropped))
     _check(light, out, report)
     return out, report
+
+
+def _weight_sources(light: onnx.ModelProto, known: list[DcnMatch], embed: bool,
+                    report: RewriteReport) -> dict[int, dict[str, weights.Source]]:
+    """Node index -> constant sources of the weights to embed, for nodes that take them as inputs."""
+    if not embed:
+        return {}
+    lookup = weights.Lookup(light.graph)
+    found: dict[int, dict[str, weights.Source]] = {}
+    for m in known:
+        if m.embedded:
+            continue
+        sources = weights.constant_sources(m, lookup)
+        if isinstance(sources, str):
+            report.weights_as_inputs.append((m.label, sources))
+            LOG.info("node '%s': the weights stay inputs of the plugin node: %s", m.label, sources)
+        else:
+            found[m.index] = sources
+    return found
 
 
 @contextlib.contextmanager
@@ -364,9 +330,17 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _splice(out: onnx.ModelProto, replacements: dict[int, list[onnx.NodeProto]],
-            initializers: list[onnx.TensorProto], needs_default_opset: bool, report: RewriteReport) -> None:
+            initializers: list[onnx.TensorProto], needs_default_opset: bool, report: RewriteReport,
+            in_place: set[int]) -> None:
+    """Put the replacements where their nodes were (``in_place``: a plugin node with embedded weights
+    that becomes one plugin node again is updated, so that its weights are not copied), add the new
+    initializers and our domain."""
     nodes = out.graph.node
     for index in sorted(replacements, reverse=True):
+        if index in in_place:
+            (new,) = replacements[index]
+            weights.update_in_place(nodes[index], new)
+            continue
         doc = nodes[index].doc_string
         del nodes[index]
         for offset, new in enumerate(replacements[index]):

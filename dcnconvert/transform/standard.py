@@ -33,6 +33,8 @@ from dcnconvert.match.finder import DcnMatch
 from dcnconvert.match.validate import problems
 from dcnconvert.model import io as onnx_io
 from dcnconvert.model.opsets import opset_version, raise_default_opset
+from dcnconvert.transform import weights
+from dcnconvert.transform.builder import Names
 
 __all__ = [
     "MIN_IR_VERSION",
@@ -121,7 +123,8 @@ def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None
     from dcnconvert.transform.plugin import rewrite_model
 
     canonical, _report = rewrite_model(
-        model, target=schema.DEFAULT_TARGET, keep=lambda m: is_valid_standard_deformconv(m, model)
+        model, target=schema.DEFAULT_TARGET, keep=lambda m: is_valid_standard_deformconv(m, model),
+        embed_weights=False,
     )
     return plugin_model_to_standard(canonical, target_opset=target_opset)
 
@@ -224,7 +227,7 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
 
     Args:
         model: a model whose DCN nodes are plugin nodes (``ModulatedDeformConv2d`` in the
-            ``dcnconvert`` domain, either target); not modified.
+            ``dcnconvert`` domain, either target; embedded weights become initializers); not modified.
         target_opset: default-domain opset to raise to when lower (default :data:`STANDARD_OPSET`).
 
     Returns:
@@ -238,7 +241,15 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
         raise ModelError(f"target opset {opset} is below {STANDARD_OPSET}, the first with DeformConv")
     if not any(schema.is_plugin_node(n) for g in _graphs(model.graph) for n in g.node):
         return copy.deepcopy(model)
-    work = raise_default_opset(model, opset, "DeformConv")
+    source = model
+    plugins = [n for g in _graphs(model.graph) for n in g.node if schema.is_plugin_node(n)]
+    if any(weights.embedded_tensors(n) for n in plugins):
+        source = onnx.ModelProto()
+        source.CopyFrom(model)
+        names = Names(source)
+        for graph in _graphs(source.graph):
+            weights.unembed_graph(graph, names)
+    work = raise_default_opset(source, opset, "DeformConv")
     if work is model:
         work = onnx.ModelProto()
         work.CopyFrom(model)

@@ -299,9 +299,25 @@ class TestRewrite:
         obj = one_json(res.stdout)
         assert Path(obj["outputs"]["onnx_data"]).exists()
         assert {p.name: sha(p) for p in src.iterdir()} == before
+        raw = onnx.load(out, load_external_data=False)
+        (plugin,) = [n for n in raw.graph.node if n.op_type == "ModulatedDeformConv2d"]
+        embedded = {a.name: a.t for a in plugin.attribute if a.type == onnx.AttributeProto.TENSOR}
+        # the embedded weight (2304 values) is in the data file, the 16 bias values are too small for it
+        assert embedded["weight"].data_location == onnx.TensorProto.EXTERNAL
+        assert embedded["bias"].data_location == onnx.TensorProto.DEFAULT
         loaded = onnx.load(out)  # loads the external data from next to out.onnx
-        weights = {t.name: numpy_helper.to_array(t) for t in loaded.graph.initializer}
+        (plugin,) = [n for n in loaded.graph.node if n.op_type == "ModulatedDeformConv2d"]
+        weights = {a.name: numpy_helper.to_array(a.t) for a in plugin.attribute
+                   if a.type == onnx.AttributeProto.TENSOR}
+        assert not loaded.graph.initializer  # weight and bias embedded: nothing else reads them
         fresh = samples.build("mmcv.MMCVModulatedDeformConv2d", c=16, cout=16)  # save_model changed `model`
+        for t in fresh.graph.initializer:
+            assert abs(numpy_helper.to_array(t)).max() > 0
+            np.testing.assert_array_equal(weights[t.name], numpy_helper.to_array(t))
+        res = invoke("rewrite", src / "ext.onnx", "-o", tmp_path / "inputs.onnx", "--weights", "input")
+        assert res.exit_code == 0, res.stderr
+        loaded = onnx.load(tmp_path / "inputs.onnx")
+        weights = {t.name: numpy_helper.to_array(t) for t in loaded.graph.initializer}
         for t in fresh.graph.initializer:
             np.testing.assert_array_equal(weights[t.name], numpy_helper.to_array(t))
 

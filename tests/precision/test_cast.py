@@ -24,9 +24,11 @@ TOL = {"fp16": 1e-2, "bf16": 4e-2}
 
 
 def _plugin_input_types(model: onnx.ModelProto) -> list:
+    """Per plugin node: the element types of its inputs, then of its embedded weight and bias."""
     types = fp16_plan.infer_types(model)
     return [
         [types.get(name) for name in node.input if name]
+        + [a.t.data_type for a in node.attribute if a.name in (schema.ATTR_WEIGHT, schema.ATTR_BIAS)]
         for node in model.graph.node
         if node.op_type == schema.PLUGIN_NAME and node.domain == schema.PLUGIN_DOMAIN
     ]
@@ -39,7 +41,7 @@ def _check_structure(model: onnx.ModelProto, precision: str) -> None:
     plugin_types = _plugin_input_types(model)
     assert plugin_types, "no plugin node"
     for types in plugin_types:
-        assert len(types) in (4, 5)
+        assert len(types) in (4, 5)  # x, offset, mask and weight[, bias], as inputs or embedded
         assert set(types) == {LOW[precision]}, types
 
 

@@ -1,8 +1,10 @@
 """Run an ONNX graph that contains dcnconvert plugin nodes, on the CPU, without TensorRT.
 
 Plugin nodes (op_type ``ModulatedDeformConv2d`` in the ``dcnconvert`` domain, inputs
-``x, offset, mask, weight[, bias]``) are computed by :mod:`support.reference` in float64 and cast
-back to the dtype of their ``x`` input. Everything else runs on one of two backends:
+``x, offset, mask, weight[, bias]``, or ``x, offset, mask`` with the weight and bias embedded as the
+TENSOR attributes ``weight``/``bias`` and ``weight_shape``) are computed by :mod:`support.reference`
+in float64 and cast back to the dtype of their ``x`` input. Everything else runs on one of two
+backends:
 
 ``"onnxruntime"`` (default)
     The graph is cut at the plugin nodes: each run of ordinary nodes between them becomes a small
@@ -28,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from dcnconvert import schema
 from dcnconvert.errors import ModelError, UsageError
@@ -49,28 +51,51 @@ def _pair(attrs: Mapping[str, object], name: str, default: Sequence[int]) -> tup
     return tuple(int(v) for v in value)  # type: ignore[union-attr]
 
 
+def _embedded(attrs: Mapping[str, object], name: str, shape: Sequence[int]) -> np.ndarray | None:
+    """An embedded TENSOR attribute (a TensorProto, or an array) as float64 of ``shape``."""
+    value = attrs.get(name)
+    if value is None:
+        return None
+    array = numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
+    return np.asarray(array, dtype=np.float64).reshape(tuple(int(d) for d in shape))
+
+
 def plugin_node_forward(inputs: Sequence[np.ndarray | None], attrs: Mapping[str, object]) -> np.ndarray:
     """Compute one plugin node from its inputs and attributes (as Python values).
 
     Args:
-        inputs: ``x, offset, mask, weight[, bias]``; a missing bias may be ``None``.
-        attrs: the node's attributes by name (``stride``, ``padding``, ... as in :mod:`dcnconvert.schema`).
+        inputs: ``x, offset, mask, weight[, bias]``; a missing bias may be ``None``. With the
+            ``weight`` attribute: ``x, offset, mask``.
+        attrs: the node's attributes by name (``stride``, ``padding``, ... as in :mod:`dcnconvert.schema`;
+            ``weight``/``bias`` as TensorProtos or arrays, ``weight_shape`` as a list).
 
     Returns:
         The output, in the dtype of ``x`` (computed in float64).
     """
-    if len(inputs) not in (4, 5) or any(v is None for v in inputs[:4]):
+    if schema.ATTR_WEIGHT in attrs:
+        if len(inputs) != 3 or any(v is None for v in inputs):
+            raise ModelError(f"a {schema.PLUGIN_NAME} node with an embedded weight needs inputs x, offset, "
+                             f"mask; got {len(inputs)} inputs")
+        shape = attrs[schema.ATTR_WEIGHT_SHAPE]
+        weight = _embedded(attrs, schema.ATTR_WEIGHT, shape)  # type: ignore[arg-type]
+        bias = _embedded(attrs, schema.ATTR_BIAS, shape[:1])  # type: ignore[index]
+    elif schema.ATTR_BIAS in attrs or schema.ATTR_WEIGHT_SHAPE in attrs:
+        raise ModelError(f"a {schema.PLUGIN_NAME} node with an embedded bias or weight_shape needs the "
+                         "embedded weight too")
+    elif len(inputs) not in (4, 5) or any(v is None for v in inputs[:4]):
         raise ModelError(
             f"a {schema.PLUGIN_NAME} node needs inputs x, offset, mask, weight[, bias]; "
             f"got {len(inputs)} inputs"
         )
+    else:
+        weight = inputs[3]
+        bias = inputs[4] if len(inputs) == 5 else None
     x = np.asarray(inputs[0])
-    bias = inputs[4] if len(inputs) == 5 else None
     out = modulated_deform_conv2d(
         x,
         inputs[1],
         inputs[2],
-        inputs[3],
+        weight,
         bias,
         stride=_pair(attrs, schema.ATTR_STRIDE, (1, 1)),
         padding=_pair(attrs, schema.ATTR_PADDING, (0, 0)),
@@ -250,8 +275,6 @@ def _run_segment(
 def _run_split(
     model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], names: list[str]
 ) -> dict[str, np.ndarray]:
-    from onnx import numpy_helper
-
     graph = model.graph
     initializers = {init.name: init for init in graph.initializer}
     known: dict[str, np.ndarray] = {k: np.asarray(v) for k, v in feeds.items()}

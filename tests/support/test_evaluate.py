@@ -279,3 +279,46 @@ def test_training_mode_batchnorm_is_refused_by_reference_backend():
     model, _ = _bn_model(15, outputs=("y", "running_mean", "running_var"), training_mode=1)
     with pytest.raises(ModelError, match="training mode"):
         run_model(model, {"x": np.ones((2, 3, 4, 5), np.float32)}, backend="reference", output_names=["y"])
+
+
+def _embed_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its plugin node's weight (and bias) moved into the node's attributes."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    (node,) = [n for n in out.graph.node if is_plugin_node(n)]
+    inits = {t.name: t for t in out.graph.initializer}
+    attrs = [helper.make_attribute(schema.ATTR_WEIGHT, inits[node.input[3]]),
+             helper.make_attribute(schema.ATTR_WEIGHT_SHAPE, list(inits[node.input[3]].dims))]
+    if len(node.input) == 5:
+        attrs.append(helper.make_attribute(schema.ATTR_BIAS, inits[node.input[4]]))
+    del node.input[3:]
+    node.attribute.extend(attrs)
+    onnx.checker.check_model(out)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_embedded_weights_are_read_from_the_attributes(backend, bias):
+    """x, offset, mask inputs and the weight/bias TENSOR attributes: the same numbers as the inputs."""
+    plugin_model, standard_model = build_block(bias=bias)
+    embedded = _embed_weights(plugin_model)
+    feeds = {"x": np.random.default_rng(7).standard_normal((2, 4, 6, 7)).astype(np.float32)}
+    got = run_model(embedded, feeds, backend=backend)["y"]
+    assert np.array_equal(got, run_model(plugin_model, feeds, backend=backend)["y"])
+    (expected,) = _ort(standard_model, feeds)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * float(np.abs(expected).max()))
+
+
+def test_embedded_weight_with_extra_inputs_is_refused():
+    from support.evaluate import plugin_node_forward
+
+    weight = numpy_helper.from_array(np.ones((4, 4, 1, 1), np.float32))
+    x = np.ones((1, 4, 2, 2), np.float32)
+    offset, mask = np.zeros((1, 2, 2, 2), np.float32), np.ones((1, 1, 2, 2), np.float32)
+    attrs = {schema.ATTR_WEIGHT: weight, schema.ATTR_WEIGHT_SHAPE: [4, 4, 1, 1], "padding": [0, 0]}
+    np.testing.assert_array_equal(plugin_node_forward([x, offset, mask], attrs), np.full((1, 4, 2, 2), 4.0))
+    with pytest.raises(ModelError, match="embedded weight needs inputs x, offset, mask; got 4"):
+        plugin_node_forward([x, offset, mask, x], attrs)
+    with pytest.raises(ModelError, match="needs the embedded weight too"):
+        plugin_node_forward([x, offset, mask], {schema.ATTR_BIAS: weight})

@@ -63,12 +63,22 @@ def _helper_outputs(model: onnx.ModelProto, names, feeds: dict) -> dict:
 
 
 def _run_rewritten(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
-    """Run a rewritten single-DCN model: helpers in ORT, the plugin as a standard DeformConv in ORT."""
+    """Run a rewritten single-DCN model: helpers in ORT, the plugin as a standard DeformConv in ORT
+    (an embedded weight and bias taken from the node's attributes)."""
     (plugin,) = _plugin_nodes(model)
     values = _helper_outputs(model, list(plugin.input), feeds)
     a = _attrs(plugin)
-    p, (x, off, mask, w) = a["padding"], plugin.input[:4]
-    with_bias = len(plugin.input) == 5
+    if schema.ATTR_WEIGHT in a:
+        assert len(plugin.input) == 3
+        values["<weight>"] = numpy_helper.to_array(a["weight"]).reshape(a["weight_shape"])
+        sources = list(plugin.input) + ["<weight>"]
+        if schema.ATTR_BIAS in a:
+            values["<bias>"] = numpy_helper.to_array(a["bias"])
+            sources.append("<bias>")
+    else:
+        sources = list(plugin.input)
+    p, (x, off, mask, w) = a["padding"], sources[:4]
+    with_bias = len(sources) == 5
     names = ["X", "W", "offset", "B", "mask"] if with_bias else ["X", "W", "offset", "mask"]
     node = helper.make_node("DeformConv", ["X", "W", "offset", "B" if with_bias else "", "mask"],
                             ["Y"], strides=a["stride"], pads=[p[0], p[1], p[0], p[1]],
@@ -79,7 +89,7 @@ def _run_rewritten(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
     std.ir_version = 9
     std_feeds = {"X": values[x], "W": values[w], "offset": values[off], "mask": values[mask]}
     if with_bias:
-        std_feeds["B"] = values[plugin.input[4]]
+        std_feeds["B"] = values[sources[4]]
     return _run(std, std_feeds)[0]
 
 
@@ -136,12 +146,17 @@ def test_grid_drops_only_what_limited_forms_cannot_express():
                        ("tensorrt_pro.Plugin.DCNv2", 1), ("eweill.DCNv2_TRT", 1)}
 
 
+@pytest.mark.parametrize("embed", [True, False], ids=["embedded", "inputs"])
 @pytest.mark.parametrize("form, case", GRID_PARAMS)
-def test_rewritten_model_equals_original(form, case):
+def test_rewritten_model_equals_original(form, case, embed):
     params = _supported(form, GRID[case])
     params["seed"] = case
     model = samples.build(form, **params)
-    out, _ = rewrite_model(model)
+    out, report = rewrite_model(model, embed_weights=embed)
+    (plugin,) = _plugin_nodes(out)
+    # TAO lists its weights as graph inputs too: they are not constants, so they stay inputs
+    assert (schema.ATTR_WEIGHT in _attrs(plugin)) == (embed and form != "tao.ModulatedDeformConv2d")
+    assert report.embedded == ([plugin.name] if schema.ATTR_WEIGHT in _attrs(plugin) else [])
     feeds = samples.input_feeds(model, seed=100 + case)
     got = _run_rewritten(out, feeds)
     want = _expected(form, params, feeds, model)
@@ -230,28 +245,50 @@ class TestOnesMask:
 
 
 class TestContract:
+    @pytest.mark.parametrize("weights", ["embed", "input"])
     @pytest.mark.parametrize("target", list(schema.TARGETS))
     @pytest.mark.parametrize("form", samples.FORMS)
-    def test_plugin_node(self, form, target):
+    def test_plugin_node(self, form, target, weights):
+        """Inputs x, offset, mask, weight[, bias]; or x, offset, mask with the weight attributes (our
+        plugin, embedding asked, weights that are constants)."""
         model = samples.build(form, stride=(2, 2), deformable_group=2)
-        out, report = rewrite_model(model, target)
+        out, report = rewrite_model(model, target, embed_weights=weights == "embed")
         (plugin,) = _plugin_nodes(out)
         t = schema.TARGETS[target]
         assert plugin.name == model.graph.node[-1].name
         assert list(plugin.output) == ["y"]
-        n_in = 5 if report.matches[0].with_bias else 4
+        with_bias = report.matches[0].with_bias
+        embedded = weights == "embed" and target == "dcnconvert" and form != "tao.ModulatedDeformConv2d"
+        assert report.to_dict()["weights"] == ("embed" if weights == "embed" and target == "dcnconvert"
+                                               else "input")
+        n_in = 3 if embedded else 5 if with_bias else 4
         assert len(plugin.input) == n_in
-        assert plugin.input[0] == "x" and plugin.input[3] == "weight"
+        assert plugin.input[0] == "x"
         assert plugin.input[1] == ("offset" if "offset" in report.matches[0].inputs else plugin.input[1])
+        if not embedded:
+            assert plugin.input[3] == "weight"
         if n_in == 5:
             assert plugin.input[4] == "bias"
+        weight_attrs = {}
+        if embedded:
+            weight_attrs = {"weight": ATTR.TENSOR, "weight_shape": ATTR.INTS}
+            if with_bias:
+                weight_attrs["bias"] = ATTR.TENSOR
         types = {a.name: a.type for a in plugin.attribute}
         assert types == {"stride": ATTR.INTS, "padding": ATTR.INTS, "dilation": ATTR.INTS, "group": ATTR.INT,
                          "deformable_group": ATTR.INT, "plugin_version": ATTR.STRING,
-                         "plugin_namespace": ATTR.STRING}
-        assert [a.name for a in plugin.attribute] == [f for f, _ in schema.PLUGIN_FIELDS] + [
-            schema.ATTR_PLUGIN_VERSION, schema.ATTR_PLUGIN_NAMESPACE]
+                         "plugin_namespace": ATTR.STRING, **weight_attrs}
+        assert [a.name for a in plugin.attribute] == [f for f, _ in schema.PLUGIN_FIELDS] + list(
+            weight_attrs) + [schema.ATTR_PLUGIN_VERSION, schema.ATTR_PLUGIN_NAMESPACE]
         a = _attrs(plugin)
+        if embedded:
+            weight = numpy_helper.to_array({i.name: i for i in model.graph.initializer}["weight"])
+            assert a["weight_shape"] == list(weight.shape) == [6, 4, 3, 3]
+            np.testing.assert_array_equal(numpy_helper.to_array(a["weight"]), weight)
+            assert a["weight"].data_type == onnx.TensorProto.FLOAT and a["weight"].name == "weight"
+            assert not {"weight", "bias"} & {i.name for i in out.graph.initializer}  # nothing else reads them
+            if with_bias:
+                assert list(a["bias"].dims) == [6]
         assert a["stride"] == [2, 2] and a["padding"] == [1, 1] and a["dilation"] == [1, 1]
         assert a["group"] == 1 and a["deformable_group"] == 2
         assert (a["plugin_version"] == t.plugin_version.encode()
@@ -263,8 +300,10 @@ class TestContract:
             assert report.rewritten == [plugin.name]
 
     def test_mask_input_names_for_modulated_forms(self):
-        out, _ = rewrite_model(samples.build("paddle-legacy.deformable_conv"))
+        out, _ = rewrite_model(samples.build("paddle-legacy.deformable_conv"), embed_weights=False)
         assert list(_plugin_nodes(out)[0].input) == ["x", "offset", "mask", "weight"]
+        out, _ = rewrite_model(samples.build("paddle-legacy.deformable_conv"))
+        assert list(_plugin_nodes(out)[0].input) == ["x", "offset", "mask"]
 
 
 def _decorated(form="mmcv.MMCVModulatedDeformConv2d") -> onnx.ModelProto:
@@ -299,7 +338,11 @@ class TestPreservation:
         assert out.graph.name == model.graph.name and out.graph.doc_string == "graph doc"
         assert out.graph.input == model.graph.input and out.graph.output == model.graph.output
         assert out.graph.value_info == model.graph.value_info
-        assert out.graph.initializer[: len(model.graph.initializer)] == model.graph.initializer
+        # the embedded weights leave the initializers (TAO's are graph inputs too: they stay)
+        embedded = set() if form == "tao.ModulatedDeformConv2d" else {"weight", "bias"}
+        kept = [t for t in model.graph.initializer if t.name not in embedded]
+        assert sorted(t.name for t in kept) == sorted(["unused"] + ([] if embedded else ["weight", "bias"]))
+        assert out.graph.initializer[: len(kept)] == kept
         assert out.graph.node[-1] == model.graph.node[-1]  # the Relu, untouched
         assert _plugin_nodes(out)[0].doc_string == "dcn doc"
         onnx.checker.check_model(out)
@@ -494,8 +537,12 @@ class TestAllowTf32:
         assert report0.to_dict()["allow_tf32"] is False and report1.to_dict()["allow_tf32"] is True
         (plugin,) = _plugin_nodes(tf32)
         names = [a.name for a in plugin.attribute]
+        weight_attrs = [n for n in ("weight", "weight_shape", "bias") if n in names]
+        bias = ["bias"] if report1.matches[0].with_bias else []
+        expected = [] if form == "tao.ModulatedDeformConv2d" else ["weight", "weight_shape", *bias]
+        assert weight_attrs == expected
         assert names == ["stride", "padding", "dilation", "group", "deformable_group", "allow_tf32",
-                         "plugin_version", "plugin_namespace"]
+                         *weight_attrs, "plugin_version", "plugin_namespace"]
         (attr,) = [a for a in plugin.attribute if a.name == schema.ATTR_ALLOW_TF32]
         assert attr.type == ATTR.INT and attr.i == 1
         assert _without_tf32(tf32).SerializeToString() == default.SerializeToString()
@@ -571,7 +618,8 @@ class TestAllowTf32:
         from dcnconvert.match.finder import find_dcn_nodes
 
         (match,) = find_dcn_nodes(plain)
-        assert match.convertible and match.attrs.allow_tf32 is False and not match.notes
+        assert match.convertible and match.attrs.allow_tf32 is False
+        assert match.notes == ["weight and bias embedded in the node (attributes)"]  # nothing on TF32
         again, report = rewrite_model(plain)
         assert report.unchanged == ["dcn0"] and again.SerializeToString() == plain.SerializeToString()
         upgraded, report = rewrite_model(plain, allow_tf32=True)

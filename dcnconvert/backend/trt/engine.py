@@ -60,6 +60,14 @@ class BuildOptions:
     target: str = schema.DEFAULT_TARGET
     plugin_lib: Path | None = None
     progress: bool = True
+    #: ``--weights``: ``embed``, ``input``, or None for the target's default (see :attr:`embed_weights`).
+    weights: str | None = None
+
+    @property
+    def embed_weights(self) -> bool:
+        """Whether the rewrite puts constant weights into the plugin nodes (``--weights``; by default
+        for ``--target dcnconvert``, never for ``trt-builtin``)."""
+        return schema.resolve_weights(self.weights, schema.TARGETS[self.target])
 
     def validate(self) -> None:
         """Check option values and combinations that need neither the model nor TensorRT.
@@ -72,6 +80,7 @@ class BuildOptions:
                                        (self.target, tuple(schema.TARGETS), "--target")):
             if value not in allowed:
                 raise UsageError(f"{option} {value!r} is not one of {', '.join(allowed)}")
+        schema.resolve_weights(self.weights, schema.TARGETS[self.target])
         if self.io_precision is not None and self.io_precision not in IO_PRECISIONS:
             raise UsageError(f"--io-precision {self.io_precision!r} is not one of {', '.join(IO_PRECISIONS)}")
         if self.precision == "fp32" and self.io_precision not in (None, "fp32"):

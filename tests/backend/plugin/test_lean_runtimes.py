@@ -28,7 +28,8 @@ pytestmark = pytest.mark.trt_lean
 SAMPLES = sorted((REPO / "sample_models").glob("*.onnx"))
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 SCHEMA_FIELDS = [[name, "INT32"] for name, _n in schema.PLUGIN_FIELDS] + [
-    [name, "INT32"] for name, _n, _d in schema.OPTIONAL_PLUGIN_FIELDS]
+    [name, "INT32"] for name, _n, _d in schema.OPTIONAL_PLUGIN_FIELDS] + [
+    [name, kind] for name, kind, _n in schema.WEIGHT_FIELDS]
 
 
 def runtime_or_skip(major: int) -> tuple[Path, str]:
@@ -56,13 +57,18 @@ def probe(runtime: Path, library: Path, tmp_path: Path, route: str = "load_libra
 
 def parser_fields(node: onnx.NodeProto, kind: str) -> list:
     """The fields the ONNX parser passes for a plugin node: the creator's field names that the node
-    carries, INT and INTS as integer arrays (``kind`` int32 as TensorRT does; int64 accepted too)."""
+    carries, INT and INTS as integer arrays (``kind`` int32 as TensorRT does; int64 accepted too),
+    an embedded FLOAT weight or bias (TENSOR) as its float32 values."""
     declared = {name for name, _t in SCHEMA_FIELDS}
     out = []
     for attr in node.attribute:
         if attr.name not in declared:
             continue
         value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, onnx.TensorProto):
+            assert value.data_type == onnx.TensorProto.FLOAT, attr.name  # the sample models are FP32
+            out.append([attr.name, "float32", onnx.numpy_helper.to_array(value).ravel().tolist()])
+            continue
         out.append([attr.name, kind, list(value) if isinstance(value, (list, tuple)) else [int(value)]])
     return out
 

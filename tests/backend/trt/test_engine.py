@@ -6,6 +6,7 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
+import onnx
 import pytest
 from onnx import TensorProto as TP
 from support import samples
@@ -30,6 +31,15 @@ def plugin_file(tmp_path, monkeypatch):
 def _rewritten(form="mmcv.MMCVModulatedDeformConv2d", dynamic=False):
     model, _ = rewrite.rewrite_model(samples.build(form, dynamic=dynamic, seed=4))
     return model
+
+
+def _weight(model) -> onnx.TensorProto:
+    """The DCN weight: embedded in the plugin node (the default rewrite) or the initializer ``weight``."""
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if node.op_type == schema.PLUGIN_NAME and attr.name == schema.ATTR_WEIGHT:
+                return attr.t
+    return next(i for i in model.graph.initializer if i.name == "weight")
 
 
 class TestOptions:
@@ -94,7 +104,7 @@ class TestPrepare:
         parsed, profiles, report = build.prepare_model(model, opts, "graph-cast")
         assert profiles[0].shapes["x"][1] == (2, 4, 7, 9)
         assert report.plugin_nodes == 1 and report.precision == "fp16"
-        assert {i.data_type for i in parsed.graph.initializer if i.name == "weight"} == {TP.FLOAT16}
+        assert _weight(parsed).data_type == TP.FLOAT16 and report.converted_embedded == 2  # weight, bias
 
     def test_dynamic_without_shapes(self):
         with pytest.raises(UsageError, match="dynamic inputs without shapes: x"):
@@ -110,8 +120,8 @@ class TestPrepare:
             model, BuildOptions(precision="fp16", keep_fp32=(schema.PLUGIN_NAME,)), "graph-cast"
         )
         assert report.plugin_nodes == 1 and [k["op"] for k in report.kept_fp32] == [schema.PLUGIN_NAME]
-        weight = next(i for i in parsed.graph.initializer if i.name == "weight")
-        assert weight.data_type == TP.FLOAT  # the kept plugin reads its weight in FP32
+        assert _weight(parsed).data_type == TP.FLOAT  # the kept plugin reads its weight in FP32
+        assert report.converted_embedded == 0
 
     def test_cast_warnings(self):
         report = types.SimpleNamespace(
@@ -161,8 +171,7 @@ class TestBuildEngine:
             and call["builder_optimization_level"] == 2
             and call["timing_cache"] == cache
         )
-        weight = next(i for i in call["model"].graph.initializer if i.name == "weight")
-        assert weight.data_type == low
+        assert _weight(call["model"]).data_type == low
         assert out.read_bytes() == fake.last_bytes
         assert fake.loaded == [([plugin_file.resolve()], schema.PLUGIN_NAME, "1", "dcnconvert", False)]
         assert payload["outputs"]["engine"] == str(out) and payload["plugin_library"] == str(
