@@ -32,6 +32,7 @@ GLUE_SOURCES = (
     "dcnPluginFields.cpp",
     "dcnPluginTensors.cpp",
     "dcnPluginCreator.cpp",
+    "dcnPluginWeights.cpp",
     "registration.cpp",
 )
 EXPORTED = {"getCreators", "setLoggerFinder"}
@@ -135,22 +136,34 @@ class TestSource:
         match = re.search(r"kINPUT_NAMES\[kMAX_INPUTS\] = \{([^}]*)\};", HEADER)
         assert match, "kINPUT_NAMES not found in dcnPlugin.h"
         assert tuple(re.findall(r'"(\w+)"', match.group(1))) == schema.INPUT_NAMES
+        embedded = re.search(r"constexpr int32_t kEMBEDDED_INPUTS\{(\d+)\};", HEADER)
+        assert embedded and int(embedded.group(1)) == len(schema.EMBEDDED_INPUT_NAMES)
         indices = dict(re.findall(r"constexpr int32_t kIN_(\w+)\{(\d+)\};", HEADER))
         assert [int(indices[n.upper()]) for n in schema.INPUT_NAMES] == list(range(len(schema.INPUT_NAMES)))
 
     def test_serialized_fields_use_the_declared_table(self) -> None:
-        """getFieldsToSerialize writes the same names/types/lengths that createPlugin accepts."""
+        """getFieldsToSerialize writes the names, and for the integer fields the types and lengths, that
+        createPlugin accepts; the embedded weight and bias in the type and count they came in."""
         source = (TRT_DIR / "dcnPluginFields.cpp").read_text()
         body = source[source.index("void DcnPlugin::buildSerializationFields()"):]
         body = body[: body.index("\n}\n")]
-        assert "kDCN_FIELDS[i].name, data[i], kDCN_FIELDS[i].type, kDCN_FIELDS[i].length" in body
+        assert "mSerialFields.emplace_back(kDCN_FIELDS[i].name, data[i], type, length);" in body
         assert "for (int32_t i = 0; i < kDCN_NB_FIELDS; ++i)" in body  # every field, optional ones too
+        assert ": kDCN_FIELDS[i].type;" in body and ": kDCN_FIELDS[i].length;" in body
+        assert "i == kFIELD_WEIGHT ? e->weight.type" in body and "i == kFIELD_BIAS" in body
         data = re.search(r"void const\* const data\[kDCN_NB_FIELDS\] = \{(.*?)\};", body, re.DOTALL)
         assert data, "the serialized data table is not found"
-        members = [m.strip().lstrip("&") for m in data.group(1).split(",")]
-        # the INT fields, in order (the embedded weights' data follow, as the plugin keeps them)
+        members = [" ".join(m.split()).lstrip("&") for m in data.group(1).split(",")]
+        assert len(members) == len(_schema_fields())
         assert members[:6] == ["mAttrs.stride", "mAttrs.padding", "mAttrs.dilation", "mAttrs.group",
                                "mAttrs.deformableGroup", "mAttrs.allowTf32"]
+        assert "e->weight.bytes.data()" in members[6] and "e->shape" in members[7]
+        assert "e->bias.bytes.data()" in members[8]
+        indices = dict(re.findall(r"constexpr int32_t kFIELD_(\w+)\{(\d+)\};", HEADER))
+        names = [name for name, *_ in _schema_fields()]
+        assert {k: int(v) for k, v in indices.items()} == {
+            "WEIGHT": names.index(schema.ATTR_WEIGHT), "WEIGHT_SHAPE": names.index(schema.ATTR_WEIGHT_SHAPE),
+            "BIAS": names.index(schema.ATTR_BIAS)}
 
     def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:
         source = (TRT_DIR / "registration.cpp").read_text()
@@ -173,8 +186,9 @@ class TestSource:
     def test_every_noexcept_function_catches(self) -> None:
         """Each noexcept function body is a try/catch (preceded by no call), or calls nothing at all."""
         call = re.compile(r"\b(?!(?:if|for|while|switch|return|sizeof)\b)[A-Za-z_]\w*\s*\(")
-        # Calls only noexcept IErrorRecorder methods (incRefCount/decRefCount).
-        allowed = {"DcnPlugin::setErrorRecorder"}
+        # Calls only noexcept IErrorRecorder methods (incRefCount/decRefCount); calls only cudaFree, a C
+        # function that cannot throw.
+        allowed = {"DcnPlugin::setErrorRecorder", "freeQuietly"}
         checked = []
         offenders = []
         sources = sorted(path.name for path in TRT_DIR.glob("*.cpp"))
