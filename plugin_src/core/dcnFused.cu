@@ -149,7 +149,8 @@ DcnStatus launchPrep(DcnParams const& p, PrepWork const& w, bool pdl, cudaStream
         return kDCN_UNSUPPORTED;
     }
     int32_t const wVec = reinterpret_cast<uintptr_t>(w.w) % 16 == 0 ? 1 : 0;
-    int32_t const xVec = elem == 2 && hw % 8 == 0 && reinterpret_cast<uintptr_t>(w.x) % 16 == 0
+    // 16-byte x vectors: 8 pixels of a channel row loaded, 8 channels of a pixel stored.
+    int32_t const xVec = elem == 2 && hw % 8 == 0 && p.c % 8 == 0 && reinterpret_cast<uintptr_t>(w.x) % 16 == 0
             && reinterpret_cast<uintptr_t>(w.xh) % 16 == 0
         ? 1
         : 0;
