@@ -100,7 +100,8 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
             continue
         ran += 1
         assert tile.takes(data_type, math) and tile.runs_on(device_cc()), (
-            f"tile {tile.name} ran {dtype} on compute capability {device_cc()}, which dcnFusedTileInfo excludes"
+            f"tile {tile.name} ran {dtype} on compute capability {device_cc()}, "
+            "which dcnFusedTileInfo excludes"
         )
         if dtype == "tf32":
             numbers = check_close(out, ref, "float32", absref, u_operand=2 * U_TF32 + U_TF32**2)
@@ -111,13 +112,16 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
             numbers = check_close(out, ref, dtype, absref, u_operand=u_once)
         else:
             numbers = check_close(out, ref, dtype, absref)
-        record_summary({"test": "fused_tile", "case": case.name, "dtype": dtype, "tile": tile.name, **numbers})
+        record_summary(
+            {"test": "fused_tile", "case": case.name, "dtype": dtype, "tile": tile.name, **numbers}
+        )
         family = tile_family(tile)
         if family not in first:
             first[family] = out
         else:
             assert np.array_equal(out, first[family]), (
-                f"tile {tile.name} differs from the first tile of its family (the K order may not depend on the tile)"
+                f"tile {tile.name} differs from the first tile of its family "
+                "(the K order may not depend on the tile)"
             )
     assert ran >= 2, f"only {ran} tile configurations took the case"
 
