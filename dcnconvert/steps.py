@@ -98,7 +98,8 @@ def rewrite_in_memory(model_path: Path | Any, target: str, require_match: bool,
 
     The payload is ``{"rewrite": RewriteReport.to_dict()}``. A model without DCN nodes gives a
     warning (``NoMatchError`` with ``require_match``). A model loaded here is rewritten in place (it
-    is ours), so a large model is held in memory once; a given ModelProto is copied, never changed.
+    is ours), before its external data is read, so a large model is held in memory once, embedded
+    weights included; a given ModelProto is copied, never changed.
     ``allow_tf32`` writes the plugin attribute ``allow_tf32 = 1`` on every DCN node;
     ``embed_weights`` puts constant weights into the plugin nodes where the target takes them (see
     :func:`dcnconvert.transform.plugin.rewrite_model`).

@@ -2,9 +2,10 @@
 
 Pipeline: :func:`dcnconvert.transform.plugin.rewrite_model` turns every DCN form (mmcv, mmdeploy, TAO,
 CenterNet, Paddle2ONNX, swapped or non-standard ``DeformConv``, already rewritten plugin nodes of
-either target, ...) into canonical plugin nodes; :func:`plugin_model_to_standard` then turns each plugin
-node into ``DeformConv`` (inputs ``X, W, offset, B, mask``; attributes ``strides``, ``pads``
-``[ph, pw, ph, pw]``, ``dilations``, ``group``, ``offset_group``, ``kernel_shape``).
+either target, ...) into canonical plugin nodes with weight inputs; :func:`plugin_model_to_standard`
+then turns each plugin node into ``DeformConv`` (inputs ``X, W, offset, B, mask``, weights embedded in
+a plugin node becoming initializers; attributes ``strides``, ``pads`` ``[ph, pw, ph, pw]``,
+``dilations``, ``group``, ``offset_group``, ``kernel_shape``).
 
 Nodes that already are valid standard ``DeformConv`` (:func:`is_valid_standard_deformconv`) are left
 exactly as they are, so that the reference runs them through ONNX Runtime's own parser and kernel: a

@@ -199,7 +199,7 @@ def cast_warnings(cast_report: Any) -> list[str]:
         names = ", ".join(cast_report.clamped_initializers[:5])
         limit = "+-65504" if cast_report.precision == "fp16" else "the largest BF16 value (+-3.39e38)"
         out.append(f"{cast_report.clamped_values} weight value(s) beyond the {cast_report.precision.upper()} "
-                   f"range were clamped to {limit} (initializers: {names})")
+                   f"range were clamped to {limit} (tensors: {names})")
     by_schema = [k for k in cast_report.kept_fp32 if "does not accept" in k["reason"]]
     if by_schema:
         ops = sorted({k["op"] for k in by_schema})

@@ -123,6 +123,20 @@ def test_engine_matches_onnxruntime(sample, precision, path, tmp_path, plugin_pa
     assert proc.returncode == 0, (command, proc.stdout[-3000:], proc.stderr[-3000:])
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("weights", ["embed", "input"])
+def test_weights_embedded_or_inputs(weights, precision, tmp_path, plugin_path):
+    """The plugin takes its weights as fields (embedded, the default) or as inputs: both engines match."""
+    model = SAMPLE_DIR / "dcn_resnet_block.onnx"
+    obj = _convert(model, tmp_path / "m.engine", "--weights", weights, "--precision", precision,
+                   *_shape_args(model))
+    assert obj["passed"] and obj["rewrite"]["weights"] == weights
+    written = onnx.load(str(tmp_path / "m.onnx"))
+    plugins = [n for n in written.graph.node if n.op_type == "ModulatedDeformConv2d"]
+    assert len(plugins) == 2
+    assert {len(n.input) for n in plugins} == ({3} if weights == "embed" else {5})
+
+
 def test_verify_command_on_a_built_engine(tmp_path, plugin_path):
     model = tmp_path / "m.onnx"
     onnx.save(
