@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import time
 from collections.abc import Callable
 
@@ -161,8 +160,6 @@ def core_impl(
     import cupy
 
     p = params_for(shape, prec, algo)
-    # DCN_BENCH_SPLIT_REDUCE=1: K splits added up by the reduction kernel instead of in clusters.
-    core.set_split_reduce(int(os.environ.get("DCN_BENCH_SPLIT_REDUCE", "0")), lib)
     if engine:
         p.xLayout = core.LAYOUT_NHWC
         p.weightLayout = core.WEIGHT_PREPARED

@@ -191,34 +191,3 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
     from support.core_cases import from_device
 
     check_close(from_device(cupy.asarray(outs[0]), dtype), ref, dtype, None if dtype == "float32" else absref)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
-def test_cluster_reduction_gives_the_reduction_kernels_bits(lib, need_fused, case: Case, dtype: str) -> None:
-    """On sm_90+ the K splits of a tile add up inside a thread-block cluster (dcnSetSplitReduce 0),
-    in split order like the reduction kernel (1): the same bits, on every splitting tile, split
-    count 2..MAX_SPLITS and split tail, and for AUTO."""
-    inputs, _, _ = inputs_refs(case, dtype)
-    algos = [core.ALGO_AUTO]
-    for tile in split_tiles_for(lib, dtype):
-        algos += [core_fused.fused_algo(tile, s) for s in (2, 3, core.MAX_SPLITS)]
-        algos.append(core_fused.fused_algo(tile, 1, 2))
-    compared = 0
-    try:
-        for algo in algos:
-            outs = []
-            for mode in (core.SPLIT_REDUCE_AUTO, core.SPLIT_REDUCE_KERNEL):
-                core.set_split_reduce(mode, lib)
-                try:
-                    outs.append(run_core(lib, case, dtype, inputs, algo))
-                except UnsupportedNodeError as exc:
-                    assert "K splits" in str(exc) or "do not fit the workspace" in str(exc), str(exc)
-                    break
-            if len(outs) == 2:
-                assert np.array_equal(outs[0], outs[1]), f"algo {algo}: cluster and kernel reductions differ"
-                compared += 1
-    finally:
-        core.set_split_reduce(core.SPLIT_REDUCE_AUTO, lib)
-    assert compared >= 4, f"only {compared} split launches compared"

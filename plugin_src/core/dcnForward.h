@@ -68,11 +68,6 @@ DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int
 DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
     int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen);
 
-/* How the fused kernel adds up its K splits, for the whole process (tests and benchmarks): 0 (the
- * default) inside thread-block clusters on sm_90+ and by a reduction kernel elsewhere; 1 always by
- * the reduction kernel. kDCN_INVALID_ARGUMENT for other values. */
-DcnStatus dcnSetSplitReduce(int32_t mode);
-
 /* Bytes of the prepared weights of p (0 for invalid params): the weights in every layout the
  * kernels read for p's shapes, element type and math, made once by dcnPrepareWeights. A forward
  * with DcnParams.weightLayout = kDCN_WEIGHT_PREPARED takes that buffer as its weight pointer and

@@ -130,21 +130,6 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
     return kDCN_SUCCESS;
 }
 
-namespace
-{
-std::atomic<int32_t> gSplitReduce{kSplitReduceAuto};
-} // namespace
-
-int32_t splitReduceMode()
-{
-    return gSplitReduce.load(std::memory_order_relaxed);
-}
-
-void setSplitReduceMode(int32_t mode)
-{
-    gSplitReduce.store(mode, std::memory_order_relaxed);
-}
-
 DcnStatus launchPrep(DcnParams const& p, PrepWork const& w, bool pdl, cudaStream_t stream, char const* what,
     char* msg, size_t msgLen)
 {

@@ -87,35 +87,6 @@ cudaError_t launchEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, 
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
-/* launchEx as thread-block clusters of `clusterZ` blocks along z (sm_90; grid.z a multiple of it). */
-template <typename... KArgs, typename... Args>
-cudaError_t launchClusterEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-    cudaStream_t stream, unsigned clusterZ, Args... args)
-{
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = clusterZ;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-}
-
-/* How K splits are added up (dcnSetSplitReduce, dcnForward.h): kSplitReduceAuto uses thread-block
- * clusters where the device runs them (sm_90+) and the reduction kernel elsewhere;
- * kSplitReduceKernel always the reduction kernel. */
-constexpr int32_t kSplitReduceAuto = 0;
-constexpr int32_t kSplitReduceKernel = 1;
-int32_t splitReduceMode();
-
 } // namespace fused
 } // namespace dcn
 

@@ -121,20 +121,6 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             at.pixBase = static_cast<int32_t>(head.x * S.bn);
             tgrid = dim3(static_cast<unsigned>(c.tailTiles), grid.y, static_cast<unsigned>(p.group * c.tailSplits));
         }
-        // K splits: added up inside thread-block clusters where the device runs them (no partial sums
-        // in global memory, no reduction kernel), else by the reduction kernel. A cluster launch the
-        // device refuses falls back to the latter (nothing was queued).
-        if (at.splits > 1 && d.ccMajor >= 9 && builtSm90For(d.ccMajor) && at.splits <= kDCN_MAX_SPLITS
-            && splitReduceMode() == kSplitReduceAuto)
-        {
-            FusedArgs ac = at;
-            ac.clusterReduce = 1;
-            cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream,
-                static_cast<unsigned>(at.splits), ac, xh, q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
-            if (ce == cudaSuccess)
-                return launchError("fused kernel", p, TILE, msg, msgLen, ce);
-            (void) cudaGetLastError();
-        }
         cudaError_t const err = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, at, xh, q.offset, q.mask,
             wp, q.bias, q.out, partial, tmA);
         s = launchError("fused kernel", p, TILE, msg, msgLen, err);

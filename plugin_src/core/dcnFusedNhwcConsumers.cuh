@@ -14,8 +14,6 @@
 #include "dcnFusedTma.cuh"
 #include "dcnFusedWgmma.cuh"
 
-#include <cooperative_groups.h>
-
 namespace dcn
 {
 namespace fused
@@ -201,69 +199,6 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     }
 }
 
-/* Split-K inside a thread-block cluster (sm_90, a.clusterReduce): the a.splits blocks of one output
- * tile are one cluster along z, block rank r = split r. Each has staged its FP32 sums in sT
- * (stageTile, no bias); block r then adds up rows [r * share, (r + 1) * share) of every block's sT
- * through distributed shared memory, in split order and then the bias (the bits of
- * dcnSplitReduceKernel), and writes the output. The cluster barriers wait for every thread that has
- * not exited: the producer warps exit after their last chunk. The second barrier keeps every block's
- * shared memory alive until the others have read it. */
-template <typename T, class C>
-__device__ __forceinline__ void clusterReduceTile(
-    FusedArgs const& a, float* sT, int tid, int64_t p0, int m0, int g, T const* __restrict__ bias, T* __restrict__ out)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    constexpr int LDT = stagedLd<C>();
-    constexpr int QUADS = C::BN / 4;
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-    int const splits = a.splits;
-    int const rank = static_cast<int>(cluster.block_rank());
-    int const rows = min(a.mg - m0, C::BM);
-    int const share = (C::BM + splits - 1) / splits;
-    int const c0 = rank * share;
-    int const c1 = min(rows, c0 + share);
-    int64_t const pixLeft = a.pixels - p0;
-    for (int it = tid; it < (c1 - c0) * QUADS; it += C::CONSUMERS)
-    {
-        int const c = c0 + it / QUADS;
-        int const px = (it - (it / QUADS) * QUADS) * 4;
-        if (px >= pixLeft || c >= c1)
-            continue;
-        float* const local = sT + c * LDT + px;
-        float4 sum = *reinterpret_cast<float4 const*>(cluster.map_shared_rank(local, 0));
-        for (int s = 1; s < splits; ++s)
-        {
-            float4 const v = *reinterpret_cast<float4 const*>(cluster.map_shared_rank(local, s));
-            sum.x += v.x;
-            sum.y += v.y;
-            sum.z += v.z;
-            sum.w += v.w;
-        }
-        int64_t const chan = static_cast<int64_t>(g) * a.mg + m0 + c;
-        float const b = a.withBias ? dcn::simple::toFloat<T>(ldT(bias + chan)) : 0.0f;
-        float const r[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-        {
-            int64_t const p = p0 + px + j;
-            if (p < a.pixels)
-            {
-                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-                out[n * a.outImg + chan * a.howo + (p - static_cast<int64_t>(n) * a.howo)]
-                    = dcn::simple::fromFloat<T>(r[j] + b);
-            }
-        }
-    }
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-#else
-    (void) a, (void) sT, (void) tid, (void) p0, (void) m0, (void) g, (void) bias, (void) out;
-#endif
-}
-
 template <typename T, MathKind MK, class C>
 __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T const* sB, uint32_t fullA,
     int nChunks, int tid, int64_t p0, int m0, int g, int split, T const* __restrict__ bias, T* __restrict__ out,
@@ -385,11 +320,6 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
-    if (a.clusterReduce)
-    {
-        clusterReduceTile<T, C>(a, sT, tid, p0, m0, g, bias, out);
-        return;
-    }
     storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, partial);
 }
 
