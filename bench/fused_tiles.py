@@ -2,7 +2,7 @@
 benchmark shapes: the data behind the automatic tile choice in plugin_src/core/dcnFusedCost.cu.
 
     python3 bench/fused_tiles.py [--dtypes float16,float32,tf32] [--shapes NAME,...] [--reps 30]
-                                 [--tiles 3,5,7] [--splits 1,2,4,8]
+                                 [--tiles 3,5,7] [--splits 1,2,4,8] [--engine]
 
 Per-call device time: a CUDA graph of R calls rotating over input sets larger than 2x the L2,
 replayed after a warm-up, median over replays / R. Inputs: x ~ N(0,1), offsets ~ N(0,2),
@@ -39,6 +39,10 @@ SHAPES = {
     "DBNet-c4": (1, 256, 64, 114, 256, 1),
     "DLA-ida0-proj": (1, 512, 16, 16, 256, 1),
     "OCD-l4": (1, 512, 23, 40, 512, 1),
+    "DBNet-c5": (1, 512, 32, 57, 512, 1),
+    "DLA-ida2-proj": (1, 128, 64, 64, 64, 1),
+    "DLA-ida0-node": (1, 256, 32, 32, 256, 1),
+    "DLA-ida1-proj": (1, 256, 32, 32, 128, 1),
 }
 PRECISIONS = {  # name: (dtype code, math)
     "float16": (core.FLOAT16, core.MATH_ACCURATE),
@@ -86,6 +90,9 @@ def main() -> int:
     ap.add_argument("--lib", default=None, help="core library (default: build/, built if stale)")
     ap.add_argument("--tiles", default=None, help="tile indices to time (default: all)")
     ap.add_argument("--splits", default="1", help="K split counts to force on every tile")
+    ap.add_argument("--engine", action="store_true",
+                    help="x channel-last and the weights prepared once, as a TensorRT engine with constant "
+                         "weights runs the plugin (no prep pass)")
     args = ap.parse_args()
     lib = core.load(args.lib or ensure_core_built())
     tiles = core_fused.fused_tile_count(lib)
@@ -133,6 +140,11 @@ def main() -> int:
                 dtype=code,
                 math=math,
             )
+            if args.engine:
+                wt = core.prepare_weights(p_auto, wt, lib)
+                p_auto.xLayout = core.LAYOUT_NHWC
+                p_auto.weightLayout = core.WEIGHT_PREPARED
+                bufs = [(cupy.ascontiguousarray(b[0].transpose(0, 2, 3, 1)), *b[1:]) for b in bufs]
             ws = cupy.empty((max(1, core.workspace_size(p_auto, lib)),), dtype=cupy.uint8)
 
             def timed(algo: int, params=p_auto, bufs=bufs, wt=wt, bias=bias, ws=ws, sets=sets) -> float:
