@@ -14,6 +14,9 @@ from pathlib import Path
 
 from bench_shapes import IMPLS, PRECISIONS
 
+#: The implementations the fused kernel is compared with (``fused-engine`` is the fused kernel too).
+OTHER_IMPLS = ("simple", "baseline", "torchvision")
+
 _COMPARE = {p.name: p.compare_to for p in PRECISIONS}
 _SHORT_STATUS = {"unsupported": "unsup", "error": "ERR", "n/a": "n/a"}
 
@@ -38,10 +41,11 @@ def other_row(idx: dict, shape: str, precision: str, impl: str) -> dict | None:
 
 
 def ratios(idx: dict, shape: str, precision: str) -> dict[str, float | None]:
-    """Speed-up of the fused kernel over each other implementation (their µs / fused µs)."""
+    """Speed-up of the fused kernel (the ``fused`` rows: x NCHW, weights permuted per call) over each
+    other implementation (their µs / fused µs)."""
     fused = _us(idx.get((shape, precision, "fused")))
     out: dict[str, float | None] = {}
-    for impl in IMPLS[1:]:
+    for impl in OTHER_IMPLS:
         other = _us(other_row(idx, shape, precision, impl))
         out[impl] = other / fused if (fused and other) else None
     return out
@@ -68,11 +72,12 @@ def lines_pairs(result: dict) -> list[tuple[str, str]]:
 
 
 def short_table(result: dict) -> str:
-    """The compact table printed last by dcn_bench.py (µs per call; ×: speed-up of fused)."""
+    """The compact table printed last by dcn_bench.py (µs per call; ×: speed-up of fused; engine: the
+    fused kernel with channel-last x and prepared weights)."""
     idx = index(result.get("rows", []))
     head = (
-        f"{'shape':14s}{'prec':5s}{'fused':>8s}{'simple':>8s}{'base':>8s}{'tvision':>8s}"
-        f"{'TF/s':>7s}{'%pk':>5s}{'xbase':>7s}{'xtv':>7s}{'xsimp':>7s}{'err':>9s}"
+        f"{'shape':14s}{'prec':5s}{'fused':>8s}{'engine':>8s}{'simple':>8s}{'base':>8s}{'tvision':>8s}"
+        f"{'TF/s':>7s}{'%pk':>5s}{'xbase':>7s}{'xtv':>7s}{'xsimp':>7s}{'err':>8s}"
     )
     out = [head, "-" * len(head)]
     for shape, prec in lines_pairs(result):
@@ -87,7 +92,7 @@ def short_table(result: dict) -> str:
             + f"{_fmt(fused.get('tflops') if ok else None, '.1f'):>7s}"
             + f"{_fmt(None if frac is None else 100 * frac, '.0f'):>5s}"
             + "".join(f"{_fmt(r[i], '.2f'):>7s}" for i in ("baseline", "torchvision", "simple"))
-            + f"{_fmt(fused.get('max_rel_err') if ok else None, '.1e'):>9s}"
+            + f"{_fmt(fused.get('max_rel_err') if ok else None, '.1e'):>8s}"
         )
     out.append(
         "us = device time per call (median over graph replays / calls per graph); tf32 lines show the "
@@ -249,9 +254,9 @@ def markdown(result: dict) -> str:
     out += [f"| {k} | {_fmt(v, '.1f')} |" for k, v in peak.items()]
     out += [
         "",
-        "| shape | layer | prec | fused µs | simple µs | baseline µs | torchvision µs | fused TFLOP/s "
-        "| fused % peak | × baseline | × torchvision | × simple |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| shape | layer | prec | fused µs | engine µs | simple µs | baseline µs | torchvision µs "
+        "| fused TFLOP/s | fused % peak | × baseline | × torchvision | × simple |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     pairs = lines_pairs(result)
     for shape, prec in pairs:
@@ -274,8 +279,8 @@ def markdown(result: dict) -> str:
         "Error vs the float64 reference on the same rounded inputs: max\\|out − ref\\| / max\\|ref\\| "
         "and ‖out − ref‖₂ / ‖ref‖₂.",
         "",
-        "| shape | prec | fused | simple | baseline | torchvision |",
-        "|---|---|---|---|---|---|",
+        "| shape | prec | fused | engine | simple | baseline | torchvision |",
+        "|---|---|---|---|---|---|---|",
     ]
     for shape, prec in pairs:
         cells = []

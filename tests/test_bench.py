@@ -173,7 +173,7 @@ def test_short_table_and_markdown():
     assert "unsup" in next(ln for ln in lines if ln.startswith("bev-c4") and " bf16 " in ln)
     assert max(len(ln) for ln in lines[:-1]) <= 100
     md = report.markdown(res)
-    assert "| r50-c4 | R50-DCN c4 1x256->256@50x84 | fp16 | 10.0 | 80.0 | 75.0 | 150.0 |" in md
+    assert "| r50-c4 | R50-DCN c4 1x256->256@50x84 | fp16 | 10.0 | - | 80.0 | 75.0 | 150.0 |" in md
     assert "non-finite" in md and "bev-c4/fp16/torchvision: error — boom" in md
     assert "torchvision (events): 1" in md
 

@@ -150,7 +150,7 @@ def _fake_gpu() -> types.ModuleType:
     mod = types.ModuleType("dcn_bench_gpu")
     mod.__dict__.update(gpu.__dict__)
 
-    def core_impl(lib, shape, prec, algo):
+    def core_impl(lib, shape, prec, algo, engine=False):
         def call(st):
             if (algo == core.ALGO_FUSED and prec.name == "tf32") or algo == core.ALGO_FUSED_TILE + 1:
                 raise gpu.ImplError("unsupported", "kDCN_UNSUPPORTED: not yet")
@@ -206,7 +206,8 @@ def test_main_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
         res["meta"]["gpu"] == "Fake GPU" and res["meta"]["cublas"] == 130100 and res["peak"]["fp16"] == 700.0
     )
     rows = {(r["shape"], r["precision"], r["impl"]): r for r in res["rows"]}
-    assert len(rows) == len(res["rows"]) == 2 * 13
+    # per shape: fp32, fp16, bf16 x 5 implementations (torchvision bf16 as n/a), tf32 x 2 (fused paths)
+    assert len(rows) == len(res["rows"]) == 2 * 17
     bounds = {"fp32": 1e-6, "fp16": 2.0**-11, "bf16": 2.0**-8}
     for (_shape, prec, impl), r in rows.items():
         if prec == "tf32" or (impl == "torchvision" and prec == "bf16"):

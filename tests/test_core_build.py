@@ -27,6 +27,10 @@ EXPORTED = {
     "dcnFusedTileCount",
     "dcnFusedChoice",
     "dcnFusedSplitTail",
+    "dcnFusedTileInfo",
+    "dcnPreparedWeightsSize",
+    "dcnPrepareWeights",
+    "dcnConvertElements",
 }
 
 
@@ -249,7 +253,8 @@ def test_workspace_grows_with_every_dimension(
 def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL) -> None:
     """The channel-vectorised kernel addresses a group's weights with 32-bit offsets: a group of
     more than 2^31 weights must go to the NCHW kernel (64-bit indexing), one just under may not."""
-    nchw = {8, 9}
+    nchw = {t.index for t in core_fused.tile_infos(lib) if t.kernel == "nchw"}
+    assert len(nchw) == 2
     # 4096 x 65536 x 9 weights: over 2^31 - 1.
     huge = core.make_params((1, 65536, 8, 8), (4096, 65536, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     choice = core_fused.fused_choice(huge, lib=lib)
@@ -262,31 +267,37 @@ def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     """dcnFusedChoice (host only): what AUTO runs on an H200 (132 SMs, 227 KiB, sm_90)."""
-    wgmma = {21, 24, 25, 26, 27}  # warpgroup MMAs: compute capability 9.x (plugin_src/core/dcnFusedTiles.h)
-    fp32_wgmma = {28, 29}  # the same for FP32 (TF32 MMAs; tile 29 in TF32 mode only)
-    tma = {18, 19, 20, 22, 23} | wgmma | fp32_wgmma  # weight tiles by TMA: sm_90+
-    fp16_only = {10, 11, 12, 13, 17, 18, 19, 20} | wgmma  # 64-channel K chunks
-    nchw = {8, 9}
+    infos = core_fused.tile_infos(lib)
+    name = {t.name: t.index for t in infos}
+    # warpgroup MMAs (compute capability 9.x), FP16/BF16 and FP32 (TF32 MMAs); TMA weight tiles (sm_90+)
+    wgmma = {t.index for t in infos if t.kernel == "wgmma" and "float32" not in t.dtypes}
+    fp32_wgmma = {t.index for t in infos if t.kernel == "wgmma" and "float32" in t.dtypes}
+    tma = {t.index for t in infos if t.min_cc >= 90}
+    fp16_only = {t.index for t in infos if "float32" not in t.dtypes}  # 64-channel K chunks
+    nchw = {t.index for t in infos if t.kernel == "nchw"}
+    assert wgmma and fp32_wgmma and tma and fp16_only and len(nchw) == 2
+    wg256 = name["wg-256x64-p16"]
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     # 66 blocks of 256 x 64 (16 producer warps), K split in two: one wave of 132 blocks on the H200
     # (measured times: CHANGELOG.md)
-    assert core_fused.fused_choice(r50c4, lib=lib) == (26, 2)
+    assert core_fused.fused_choice(r50c4, lib=lib) == (wg256, 2)
     a100 = (108, 166912, 8)
     tile, splits = core_fused.fused_choice(r50c4, device=a100, lib=lib)
     assert tile not in tma | nchw, (tile, splits)
-    assert core_fused.fused_split_tail(r50c4, lib=lib) == (26, 2, 0, 1)  # split K: no split tail
+    assert core_fused.fused_split_tail(r50c4, lib=lib) == (wg256, 2, 0, 1)  # split K: no split tail
     bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    assert core_fused.fused_choice(bev, lib=lib) == (26, 1)  # 256 x 64, warpgroup MMAs: 9.x only
+    assert core_fused.fused_choice(bev, lib=lib) == (wg256, 1)  # 256 x 64, warpgroup MMAs: 9.x only
     # 544 blocks: 4 waves of 132 and 16 blocks, whose 16 pixel tiles run with K split 8 ways (128
     # blocks) as a second launch (BEVFormer-c4 FP16 167.3 -> 152.5 us on the H200).
-    assert core_fused.fused_split_tail(bev, lib=lib) == (26, 1, 16, 8)
-    assert core_fused.fused_split_tail(bev, device=(136, 232448, 9), lib=lib) == (26, 1, 0, 1)  # 4 full waves
+    assert core_fused.fused_split_tail(bev, lib=lib) == (wg256, 1, 16, 8)
+    # 4 full waves: no split tail
+    assert core_fused.fused_split_tail(bev, device=(136, 232448, 9), lib=lib) == (wg256, 1, 0, 1)
     tile, splits = core_fused.fused_choice(bev, device=(148, 232448, 10), lib=lib)
     assert tile in tma and tile not in wgmma, (tile, splits)
     r50c3 = core.make_params((1, 128, 100, 168), (128, 128, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
-    assert core_fused.fused_choice(r50c3, lib=lib) == (25, 1)  # 128 x 128: 132 blocks
+    assert core_fused.fused_choice(r50c3, lib=lib) == (name["wg-128x128-p16"], 1)  # 132 blocks
     r50c3.dtype = core.BFLOAT16
-    assert core_fused.fused_choice(r50c3, lib=lib) == (24, 1)  # tile 25 spills with BF16's FP32 sums
+    assert core_fused.fused_choice(r50c3, lib=lib) == (name["wg-128x128"], 1)  # -p16 spills BF16's FP32 sums
     dla = core.make_params(
         (1, 512, 16, 16), (256, 512, 3, 3), padding=(1, 1), with_bias=True, dtype=core.FLOAT16
     )
@@ -297,14 +308,14 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     assert tile not in fp16_only | nchw, tile
     # FP32 on warpgroup MMAs (3xTF32; R50-c4 times in CHANGELOG.md and docs/benchmarks.md); in TF32
     # mode the 256 x 64 tile with K split in two
-    assert (tile, splits) == (28, 1)
+    assert (tile, splits) == (name["wg-128x64-tf32"], 1)
     r50c4.math = core.MATH_TF32
-    assert core_fused.fused_choice(r50c4, lib=lib) == (29, 2)
+    assert core_fused.fused_choice(r50c4, lib=lib) == (name["wg-256x64-tf32"], 2)
     tile, splits = core_fused.fused_choice(r50c4, device=a100, lib=lib)
     assert tile not in tma | nchw, (tile, splits)
     r50c3.dtype = core.FLOAT32
     r50c3.math = core.MATH_TF32
-    assert core_fused.fused_choice(r50c3, lib=lib)[0] == 28  # 128 output channels: tile 29 half empty
+    assert core_fused.fused_choice(r50c3, lib=lib)[0] == name["wg-128x64-tf32"]  # 256x64 would be half empty
     odd = core.make_params((2, 48, 20, 20), (40, 48, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     tile, splits = core_fused.fused_choice(odd, lib=lib)
     assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32
@@ -395,11 +406,13 @@ def test_fused_choice_follows_the_built_architectures(tmp_path: Path, ptx: str, 
     (run there by the driver's JIT), and never the warpgroup-MMA tile, which needs sm_90a SASS; a
     core without either would run empty TMA code (plugin_src/Makefile, builtSm90For)."""
     lib = _build_variant(tmp_path, "sm_80", ptx)
-    tma = {18, 19, 20, 21, 22, 23, 24, 25, 26, 27}
+    infos = core_fused.tile_infos(lib)
+    tma = {t.index for t in infos if t.min_cc >= 90 and "float32" not in t.dtypes}
+    wgmma = {t.index for t in infos if t.kernel == "wgmma"}
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     bev = core.make_params((6, 256, 58, 100), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     for device in (H200_DEVICE, (148, 232448, 10)):
         tile, _ = core_fused.fused_choice(r50c4, device=device, lib=lib)
         assert (tile in tma) == tma_on_h200, (device, tile)
         tile, _ = core_fused.fused_choice(bev, device=device, lib=lib)
-        assert tile not in {21, 24, 25, 26, 27}, (device, tile)  # no sm_90a SASS in this build
+        assert tile not in wgmma, (device, tile)  # no sm_90a SASS in this build
