@@ -83,3 +83,39 @@ def test_prepared_weights_serve_every_batch_and_plane(lib) -> None:
         p = core.make_params((n, 128, h, w), (64, 64, 3, 3), padding=(1, 1), group=2, dtype=core.FLOAT16)
         sizes.add(core.prepared_weights_size(p, lib))
     assert len(sizes) == 1 and next(iter(sizes)) >= 2 * 64 * 64 * 9 * 2, sizes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_misaligned_channel_last_x_and_prepared_weights_fall_back(lib, dtype: str) -> None:
+    """The fused kernel reads channel-last x and prepared weights in 16-byte vectors: buffers 2 or 4
+    bytes off alignment make it refuse (forced tile) and AUTO run the simple kernel, within the
+    reference's bound."""
+    import cupy
+    from support.core_cases import from_device, params_for, poisoned_output, to_device
+
+    from dcnconvert.errors import UnsupportedNodeError
+
+    case = LAYOUT_CASES[0]
+    inputs, ref, absref = inputs_refs(case, dtype)
+    dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
+    x = cupy.ascontiguousarray(dev["x"].transpose(0, 2, 3, 1))
+    shifted_x = cupy.empty(x.size + 1, dtype=x.dtype)[1:].reshape(x.shape)
+    shifted_x[...] = x
+    tile = core_fused.tile_index("regs-128x64", lib)
+    for algo in (core.ALGO_AUTO, core.ALGO_FUSED_TILE + tile):
+        p = params_for(case, dtype, algo)
+        prepared = core.prepare_weights(p, dev["weight"], lib)
+        shifted_w = cupy.empty(prepared.size + 4, dtype=cupy.uint8)[4:]
+        shifted_w[...] = prepared
+        p.xLayout = core.LAYOUT_NHWC
+        p.weightLayout = core.WEIGHT_PREPARED
+        for xs, ws in ((shifted_x, prepared), (x, shifted_w)):
+            _, out = poisoned_output((p.n, p.cout, p.ho, p.wo), dtype)
+            if algo != core.ALGO_AUTO:
+                with pytest.raises(UnsupportedNodeError, match="16-byte aligned"):
+                    core.forward(p, xs, dev["offset"], dev["mask"], ws, dev["bias"], out, lib=lib)
+                continue
+            core.forward(p, xs, dev["offset"], dev["mask"], ws, dev["bias"], out, lib=lib)
+            cupy.cuda.get_current_stream().synchronize()
+            check_close(from_device(out, dtype), ref, dtype)

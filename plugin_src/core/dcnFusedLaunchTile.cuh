@@ -67,6 +67,14 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             ? reinterpret_cast<T const*>(static_cast<char const*>(q.weight) + preparedOffset(p, weightPartOf(S, p)))
             : wpWork;
         float* const partial = reinterpret_cast<float*>(ws + nhwcBytes(p));
+        // The kernel reads x and the weights in 16-byte vectors (cp.async, TMA): buffers the caller
+        // passes as they are must be aligned; AUTO then runs the simple kernel instead.
+        if ((nhwcX && reinterpret_cast<uintptr_t>(q.x) % 16 != 0)
+            || (prepared && reinterpret_cast<uintptr_t>(q.weight) % 16 != 0))
+        {
+            setMsg(msg, msgLen, "fused kernel: channel-last x and prepared weights must be 16-byte aligned");
+            return kDCN_UNSUPPORTED;
+        }
         auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
         // Before anything is launched, so that a failure leaves no work queued.
         DcnStatus s = configureKernel(kernel, d, configured, TILE, C::PREGS > 0 ? C::LAUNCH_REGS : 0, msg, msgLen);
