@@ -90,7 +90,7 @@ struct NTile
     static constexpr int SUB = PREGS > 0 ? PXT : TMA_A && PXT > 2 ? PXT / 2 : 1;
     static constexpr int PXU = PXT / SUB;
     // Register sets (units in flight) per producer thread; the host's planSlots covers PD + 1
-    // chunks. Producers of 80 registers (tiles 26, 29) hold 3: corner loads two chunks ahead.
+    // chunks. Producers of 80 registers (wg-256x64-p16, wg-256x64-tf32) hold 3: corner loads two chunks ahead.
     static constexpr int PD = PREGS >= 80 ? 3 : PREGS > 0 ? 2 : SUB > 1 ? 3
         : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
     static constexpr int A_VECS = BM * BK / VEC;
