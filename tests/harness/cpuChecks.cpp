@@ -74,6 +74,11 @@ int32_t runCpu(std::string const& libPath)
     }
     run.formatCombinations(problems[0]);
     run.formatCombinations(problems[2]);
+    Problem channelLast = problems[0]; // 64 channels: x may be channel-last too
+    channelLast.c = 64;
+    channelLast.cout = 6;
+    run.formatCombinations(channelLast);
+    run.embeddedWeights();
     run.typeChecks();
     run.shapeErrors();
     run.badFields();

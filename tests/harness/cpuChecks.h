@@ -47,6 +47,7 @@ bool sameAttrs(Attrs const& a, Attrs const& b);
 //!   symbolicShapes, shapeErrors        cpuShapeChecks.cpp
 //!   typeChecks, formatCombinations     cpuTypeFormatChecks.cpp
 //!   badFields                          cpuFieldChecks.cpp
+//!   embeddedWeights                    cpuEmbeddedChecks.cpp
 //!   allowTf32                          cpuTf32Checks.cpp
 //!   runtimeErrors                      cpuRuntimeChecks.cpp
 class CpuRun
@@ -66,6 +67,7 @@ public:
     void shapeErrors();
     void formatCombinations(Problem const& p);
     void badFields();
+    void embeddedWeights();
     void allowTf32();
     void runtimeErrors();
 

@@ -57,6 +57,7 @@ void CpuRun::formatCombinations(Problem const& p)
     dims.push_back(p.outputDims());
     int32_t const nbTypes = nvinfer1::EnumMax<DataType>();
     int32_t const nbFormats = nvinfer1::EnumMax<TensorFormat>();
+    bool const channelLastChannels = p.c % (32 * p.attrs.group) == 0 && p.c % (32 * p.attrs.deformableGroup) == 0;
     int32_t queried = 0;
     int32_t accepted = 0;
     int32_t mismatches = 0;
@@ -81,7 +82,13 @@ void CpuRun::formatCombinations(Problem const& p)
                     bool const got = build->supportsFormatCombination(pos, io.data(), p.nbInputs(), 1);
                     auto const type = static_cast<DataType>(t);
                     bool const floatType = type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
-                    bool const want = static_cast<TensorFormat>(f) == TensorFormat::kLINEAR && floatType
+                    // x may also be channel-last where the channel-vectorised kernel takes its channels.
+                    auto const format = static_cast<TensorFormat>(f);
+                    bool const channelLast = pos == 0 && channelLastChannels
+                        && ((type == DataType::kHALF && (format == TensorFormat::kHWC8 || format == TensorFormat::kHWC16))
+                            || (type == DataType::kBF16 && format == TensorFormat::kHWC8)
+                            || (type == DataType::kFLOAT && format == TensorFormat::kHWC));
+                    bool const want = (format == TensorFormat::kLINEAR || channelLast) && floatType
                         && (pos == 0 || type == first);
                     ++queried;
                     accepted += got ? 1 : 0;
@@ -94,11 +101,14 @@ void CpuRun::formatCombinations(Problem const& p)
             }
         }
     }
-    HCHECK(mismatches == 0 && accepted == 3 * nbIO,
+    HCHECK(mismatches == 0 && accepted == 3 * nbIO + (channelLastChannels ? 4 : 0),
         "supportsFormatCombination over " << queried << " (pos, type, format) queries (" << nbTypes << " types x "
-                                          << nbFormats << " formats): " << accepted
-                                          << " accepted = FLOAT/HALF/BF16 x LINEAR, all the same type "
-                                          << firstMismatch);
+                                          << nbFormats << " formats), " << p.c << " channels: " << accepted
+                                          << " accepted = FLOAT/HALF/BF16 x LINEAR, all the same type"
+                                          << (channelLastChannels ? ", and x as kHWC (FLOAT), kHWC8/kHWC16 (HALF), "
+                                                                    "kHWC8 (BF16)"
+                                                                  : "")
+                                          << " " << firstMismatch);
     HCHECK(mLogger.errorsSince(mark).empty(), "no error logged while querying formats");
     auto io = dynamicDescs(dims, DataType::kFLOAT);
     size_t const mark2 = mLogger.entries.size();
