@@ -55,6 +55,23 @@ EncodeTiledFn encodeTiled()
     return fn;
 }
 
+/* f(Elem<T>{}) for the element type T of DcnDataType dtype (FP32 for anything but FP16/BF16). */
+template <typename T>
+struct Elem
+{
+    using type = T;
+};
+template <class F>
+cudaError_t byElement(int32_t dtype, F&& f)
+{
+    switch (dtype)
+    {
+    case kDCN_FLOAT16: return f(Elem<__half>{});
+    case kDCN_BFLOAT16: return f(Elem<__nv_bfloat16>{});
+    default: return f(Elem<float>{});
+    }
+}
+
 FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, int splits)
 {
     FusedArgs a{};
@@ -157,28 +174,12 @@ DcnStatus launchPrep(DcnParams const& p, PrepWork const& w, bool pdl, cudaStream
     int32_t const bkShift = w.bk == 64 ? 6 : 5;
     int64_t const wLo = static_cast<int64_t>(p.cout) * (p.c / p.group) * p.kh * p.kw;
     dim3 const grid(static_cast<unsigned>(blocks));
-    cudaError_t err = cudaSuccess;
-    switch (p.dtype)
-    {
-    case kDCN_FLOAT16:
-        err = launchEx(pdl, dcnPrepKernel<__half>, grid, dim3(256), 0, stream, static_cast<__half const*>(w.x),
-            static_cast<__half const*>(w.w), static_cast<__half*>(w.xh), static_cast<__half*>(w.wp), p.n,
-            static_cast<int32_t>(p.c), hw, xBlocks, segments, segsPerBlock, p.kh * p.kw, bkShift, wVec, xVec, w.wMode,
-            wLo);
-        break;
-    case kDCN_BFLOAT16:
-        err = launchEx(pdl, dcnPrepKernel<__nv_bfloat16>, grid, dim3(256), 0, stream,
-            static_cast<__nv_bfloat16 const*>(w.x), static_cast<__nv_bfloat16 const*>(w.w),
-            static_cast<__nv_bfloat16*>(w.xh), static_cast<__nv_bfloat16*>(w.wp), p.n, static_cast<int32_t>(p.c), hw,
-            xBlocks, segments, segsPerBlock, p.kh * p.kw, bkShift, wVec, xVec, w.wMode, wLo);
-        break;
-    default:
-        err = launchEx(pdl, dcnPrepKernel<float>, grid, dim3(256), 0, stream, static_cast<float const*>(w.x),
-            static_cast<float const*>(w.w), static_cast<float*>(w.xh), static_cast<float*>(w.wp), p.n,
-            static_cast<int32_t>(p.c), hw, xBlocks, segments, segsPerBlock, p.kh * p.kw, bkShift, wVec, xVec, w.wMode,
-            wLo);
-        break;
-    }
+    cudaError_t err = byElement(p.dtype, [&](auto e) {
+        using T = typename decltype(e)::type;
+        return launchEx(pdl, dcnPrepKernel<T>, grid, dim3(256), 0, stream, static_cast<T const*>(w.x),
+            static_cast<T const*>(w.w), static_cast<T*>(w.xh), static_cast<T*>(w.wp), p.n, static_cast<int32_t>(p.c),
+            hw, xBlocks, segments, segsPerBlock, p.kh * p.kw, bkShift, wVec, xVec, w.wMode, wLo);
+    });
     cudaError_t const last = cudaGetLastError();
     if (err == cudaSuccess)
         err = last;
@@ -196,22 +197,11 @@ DcnStatus launchSplitReduce(DcnParams const& p, FusedArgs const& at, float const
 {
     int64_t const len = at.pixels - at.pixBase;
     dim3 const rgrid(static_cast<unsigned>(((len + 3) / 4 * int64_t(p.cout) + 255) / 256));
-    cudaError_t err = cudaSuccess;
-    switch (p.dtype)
-    {
-    case kDCN_FLOAT16:
-        err = launchEx(pdl, dcnSplitReduceKernel<__half>, rgrid, dim3(256), 0, stream, at, partial,
-            static_cast<__half const*>(bias), static_cast<__half*>(out));
-        break;
-    case kDCN_BFLOAT16:
-        err = launchEx(pdl, dcnSplitReduceKernel<__nv_bfloat16>, rgrid, dim3(256), 0, stream, at, partial,
-            static_cast<__nv_bfloat16 const*>(bias), static_cast<__nv_bfloat16*>(out));
-        break;
-    default:
-        err = launchEx(pdl, dcnSplitReduceKernel<float>, rgrid, dim3(256), 0, stream, at, partial,
-            static_cast<float const*>(bias), static_cast<float*>(out));
-        break;
-    }
+    cudaError_t const err = byElement(p.dtype, [&](auto e) {
+        using T = typename decltype(e)::type;
+        return launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, at, partial,
+            static_cast<T const*>(bias), static_cast<T*>(out));
+    });
     return launchError("split-K reduction", p, tile, msg, msgLen, err);
 }
 
