@@ -34,8 +34,9 @@ def _us(row: dict | None) -> float | None:
 
 def other_row(idx: dict, shape: str, precision: str, impl: str) -> dict | None:
     """The row that ``impl`` contributes to a (shape, precision) line: TF32 uses the FP32 rows
-    of simple/baseline/torchvision (TensorRT's plugin has no TF32 mode)."""
-    if impl == "fused":
+    of simple/baseline/torchvision (TensorRT's plugin has no TF32 mode); both fused paths have
+    TF32 rows of their own."""
+    if impl in ("fused", "fused-engine"):
         return idx.get((shape, precision, impl))
     return idx.get((shape, _COMPARE.get(precision, precision), impl))
 

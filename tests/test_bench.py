@@ -162,6 +162,17 @@ def test_ratios_use_fp32_rows_for_tf32():
     assert set(r.values()) == {None}
 
 
+def test_both_fused_paths_keep_their_own_tf32_rows():
+    rows = _result()["rows"] + [
+        _row("r50-c4", "fp32", "fused-engine", 45.0),
+        _row("r50-c4", "tf32", "fused-engine", 33.0),
+    ]
+    idx = report.index(rows)
+    assert report.other_row(idx, "r50-c4", "tf32", "fused-engine")["us"] == 33.0
+    assert report.other_row(idx, "r50-c4", "tf32", "fused")["us"] == 40.0
+    assert report.other_row(idx, "r50-c4", "tf32", "baseline")["us"] == 166.0
+
+
 def test_short_table_and_markdown():
     res = _result()
     text = report.short_table(res)
