@@ -5,7 +5,8 @@ deformable group, offsets ~ N(0, 2^2) (std 2), mask ~ U(0, 1), no bias. The "tru
 the reference is support.reference (float64) on them. For each reduced dtype:
 
 * floor   = error of exact float64 math on the inputs rounded to the dtype (input rounding alone);
-* ours    = error of our core on those rounded inputs (output in the dtype);
+* ours    = error of our core (AUTO; x NCHW, and x channel-last with prepared weights as a
+            TensorRT engine runs it) on those rounded inputs (output in the dtype);
 * ratio   = ours / floor; the acceptance is ratio <= 3 for FP16.
 
 Errors are ||out - ref|| / ||ref||. torchvision.ops.deform_conv2d is measured on the same rounded
@@ -79,25 +80,35 @@ def main() -> int:
         p = core.make_params(x.shape, weight.shape, stride=(1, 1), padding=(1, 1), dtype=code)
         params[dtype] = p
         dev = {k: to_device(v, dtype) for k, v in r.items()}
-        out = core.forward(p, dev["x"], dev["offset"], dev["mask"], dev["weight"], None, lib=lib)
-        cupy.cuda.get_current_stream().synchronize()
-        ours = rel(from_device(out, dtype), ref)
-        us = median_us(
-            lambda p=p, dev=dev, out=out: core.forward(
-                p, dev["x"], dev["offset"], dev["mask"], dev["weight"], None, out, lib=lib, check=False
-            ),
-            reps=30,
-        )
-        rows.append(
-            {
-                "impl": "dcnconvert core (simple)",
-                "dtype": dtype,
-                "rel_l2": ours,
-                "floor": floor,
-                "ratio": ours / floor,
-                "median_us": us,
-            }
-        )
+        # The core's AUTO choice twice: x NCHW with the weights as given (the prep pass permutes
+        # them per call), and the TensorRT engine's path (x channel-last, weights prepared once).
+        pe = core.DcnParams.from_buffer_copy(p)
+        pe.xLayout, pe.weightLayout = core.LAYOUT_NHWC, core.WEIGHT_PREPARED
+        engine_in = dict(dev)
+        engine_in["x"] = cupy.ascontiguousarray(dev["x"].transpose(0, 2, 3, 1))
+        engine_in["weight"] = core.prepare_weights(p, dev["weight"], lib)
+        for label, pp, inputs in (
+            ("dcnconvert core", p, dev),
+            ("dcnconvert core (engine path)", pe, engine_in),
+        ):
+            args_in = (inputs["x"], inputs["offset"], inputs["mask"], inputs["weight"], None)
+            out = core.forward(pp, *args_in, lib=lib)
+            cupy.cuda.get_current_stream().synchronize()
+            ours = rel(from_device(out, dtype), ref)
+            us = median_us(
+                lambda pp=pp, args_in=args_in, out=out: core.forward(pp, *args_in, out, lib=lib, check=False),
+                reps=30,
+            )
+            rows.append(
+                {
+                    "impl": label,
+                    "dtype": dtype,
+                    "rel_l2": ours,
+                    "floor": floor,
+                    "ratio": ours / floor,
+                    "median_us": us,
+                }
+            )
     try:
         import torch
         import torchvision.ops
@@ -152,19 +163,22 @@ def main() -> int:
     except ImportError as exc:
         results["torchvision"] = f"not importable: {exc}"
 
-    fp16 = next(row for row in rows if row["impl"].startswith("dcnconvert") and row["dtype"] == "float16")
+    fp16 = max(
+        (row for row in rows if row["impl"].startswith("dcnconvert") and row["dtype"] == "float16"),
+        key=lambda row: row["ratio"],
+    )
     results["acceptance"] = {"fp16_ratio": fp16["ratio"], "limit": 3.0, "pass": fp16["ratio"] <= 3.0}
     print(f"\nFP16 accuracy at large coordinates on {results['device']}: {results['problem']}")
     print(
-        f"{'implementation':32s} {'dtype':9s} {'rel L2 err':>11s} {'floor':>10s} {'ratio':>8s} "
+        f"{'implementation':31s} {'dtype':9s} {'rel L2 err':>11s} {'floor':>10s} {'ratio':>8s} "
         f"{'median us':>10s}"
     )
     for row in rows:
         if "error" in row:
-            print(f"{row['impl']:32s} {row['dtype']:9s} {row['error']}")
+            print(f"{row['impl']:31s} {row['dtype']:9s} {row['error']}")
             continue
         print(
-            f"{row['impl']:32s} {row['dtype']:9s} {row['rel_l2']:11.3e} {row['floor']:10.3e} "
+            f"{row['impl']:31s} {row['dtype']:9s} {row['rel_l2']:11.3e} {row['floor']:10.3e} "
             f"{row['ratio']:8.2f} {row['median_us']:10.1f}"
         )
     verdict = "PASS" if results["acceptance"]["pass"] else "FAIL"

@@ -1,6 +1,7 @@
 """One forward of one benchmark shape, for profilers (ncu, compute-sanitizer):
 
     ncu --clock-control none -k regex:dcnFused python3 bench/one_launch.py R50-c4 float16 --algo 101
+    python3 bench/one_launch.py DBNet-c5 float16 --engine    # x channel-last, weights prepared once
 
 Random inputs as in bench/fused_tiles.py; runs the forward twice (the second is the one to
 profile with ``--launch-skip 1``) and synchronises.
@@ -30,6 +31,11 @@ def main() -> int:
     ap.add_argument("precision", choices=list(PRECISIONS))
     ap.add_argument("--algo", type=int, default=core.ALGO_AUTO)
     ap.add_argument("--lib", default=None)
+    ap.add_argument(
+        "--engine",
+        action="store_true",
+        help="as a TensorRT engine runs it: x channel-last, weights prepared once",
+    )
     args = ap.parse_args()
     from support.core_cases import ensure_core_built
 
@@ -55,6 +61,10 @@ def main() -> int:
         algo=args.algo,
         math=math,
     )
+    if args.engine:
+        wt = core.prepare_weights(p, wt, lib)
+        p.xLayout, p.weightLayout = core.LAYOUT_NHWC, core.WEIGHT_PREPARED
+        x = cupy.ascontiguousarray(x.transpose(0, 2, 3, 1))
     for _ in range(2):
         core.forward(p, x, o, m, wt, b, out, lib=lib, check=False)
     cupy.cuda.runtime.deviceSynchronize()
