@@ -43,6 +43,8 @@ SHAPES = {
     "DLA-ida2-proj": (1, 128, 64, 64, 64, 1),
     "DLA-ida0-node": (1, 256, 32, 32, 256, 1),
     "DLA-ida1-proj": (1, 256, 32, 32, 128, 1),
+    "DLA-ida1-node": (1, 128, 64, 64, 128, 1),
+    "DLA-up-proj": (1, 256, 32, 32, 64, 1),
 }
 PRECISIONS = {  # name: (dtype code, math)
     "float16": (core.FLOAT16, core.MATH_ACCURATE),

@@ -28,6 +28,7 @@ EXPORTED = {
     "dcnFusedChoice",
     "dcnFusedSplitTail",
     "dcnFusedTileInfo",
+    "dcnFusedTileRuns",
     "dcnPreparedWeightsSize",
     "dcnPrepareWeights",
     "dcnConvertElements",
@@ -94,6 +95,17 @@ def test_make_core_embeds_every_architecture(built_lib: Path) -> None:
     for arch in ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90a"):  # sm_90 is built as sm_90a
         assert f".{arch}." in proc.stdout, f"no {arch} code in the core:\n{proc.stdout}"
     assert "sm_90.ptx" in proc.stdout or "compute_90" in proc.stdout, proc.stdout
+
+
+def test_tile_runs_follows_the_default_build(lib: ctypes.CDLL) -> None:
+    """The default build holds sm_90a SASS and compute_90 PTX: the warpgroup tiles run on 9.x only,
+    the TMA tiles from 9.0 on, the others from 8.0 on; nothing below 8.0 or outside the table."""
+    for t in core_fused.tile_infos(lib):
+        want = {"wgmma": {9}, "tma": set(range(9, 13))}.get(t.kernel, set(range(8, 13)))
+        assert t.run_majors == want, t
+        assert t.runs_on(90) and t.runs_on(t.min_cc) and not t.runs_on(75)
+    assert lib.dcnFusedTileRuns(-1, 9) == 0 and lib.dcnFusedTileRuns(core_fused.fused_tile_count(lib), 9) == 0
+    assert not core_fused.tile_infos(lib)[0].runs_on(70)
 
 
 def test_ctypes_mirror_matches_the_c_layout(tmp_path: Path) -> None:
@@ -407,6 +419,13 @@ def test_fused_choice_follows_the_built_architectures(tmp_path: Path, ptx: str, 
     core without either would run empty TMA code (plugin_src/Makefile, builtSm90For)."""
     lib = _build_variant(tmp_path, "sm_80", ptx)
     infos = core_fused.tile_infos(lib)
+    for t in infos:  # dcnFusedTileRuns: what this build can run on each compute capability major
+        if t.kernel == "wgmma":
+            assert t.run_majors == frozenset(), t
+        elif t.min_cc >= 90:
+            assert t.run_majors == (frozenset(range(9, 13)) if tma_on_h200 else frozenset()), t
+        else:
+            assert t.run_majors == frozenset(range(8, 13)), t
     tma = {t.index for t in infos if t.min_cc >= 90 and "float32" not in t.dtypes}
     wgmma = {t.index for t in infos if t.kernel == "wgmma"}
     r50c4 = core.make_params((1, 256, 50, 84), (256, 256, 3, 3), padding=(1, 1), dtype=core.FLOAT16)

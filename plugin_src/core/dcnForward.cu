@@ -179,6 +179,19 @@ DCN_CORE_EXPORT DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info)
     return kDCN_SUCCESS;
 }
 
+DCN_CORE_EXPORT int32_t dcnFusedTileRuns(int32_t tile, int32_t ccMajor)
+{
+    using namespace dcn::fused;
+    if (tile < 0 || tile >= kTileCount || ccMajor < 8)
+        return 0;
+    TileShape const& t = kTiles[tile];
+    if (t.wgmma)
+        return builtWgmmaFor(ccMajor) ? 1 : 0;
+    if (t.tmaA)
+        return builtSm90For(ccMajor) ? 1 : 0;
+    return 1;
+}
+
 DCN_CORE_EXPORT DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
     int32_t* tile, int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen)
 {

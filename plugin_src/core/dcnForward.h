@@ -54,6 +54,12 @@ typedef struct DcnTileInfo
 /* Fills *info for tile configuration `tile`; kDCN_INVALID_ARGUMENT outside [0, dcnFusedTileCount()). */
 DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info);
 
+/* 1 when this library can run fused tile configuration `tile` on a device of compute capability
+ * major `ccMajor`: the tile's architecture (8.0+; the TMA tiles 9.0+, the warpgroup tiles 9.x
+ * only) and the code this build holds for that device (the TMA tiles need its sm_90 SASS or PTX of
+ * compute_90 or newer, the warpgroup tiles its sm_90a SASS); else 0. Host only, for tests and tools. */
+int32_t dcnFusedTileRuns(int32_t tile, int32_t ccMajor);
+
 /* The fused tile and K split count kDCN_ALGO_AUTO runs for p (validated here) on a device with
  * `sms` multiprocessors, `smemOptin` bytes of opt-in shared memory per block and compute capability
  * major `ccMajor`, with a workspace of dcnWorkspaceSize(p) bytes. Host only (no CUDA call): for

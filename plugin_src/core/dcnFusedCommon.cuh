@@ -45,7 +45,7 @@ struct FusedArgs
     FastDiv divCPerDg, divHoWo, divWo;
 };
 
-constexpr int kBarProducers = 1; // producer-only barrier; FULL = 2 + s, EMPTY = 2 + STAGES + s
+constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)
 
 template <typename T>
 __device__ __forceinline__ T ldT(T const* p)

@@ -31,6 +31,7 @@
 #define DCN_FUSED_KERNEL_CUH
 
 #include "dcnFusedCommon.cuh"
+#include "dcnFusedTma.cuh"
 
 namespace dcn
 {
@@ -73,7 +74,11 @@ struct Tile
     static_assert(A_BYTES == size_t(BM) * LDA * sizeof(T) && B_BYTES == size_t(BK) * LDB * sizeof(T), "stage layout");
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PRODUCERS % BK == 0 && BN % TPR == 0, "producer mapping");
-    static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
+    static_assert(STAGES >= 2, "pipeline stages");
+    // Stage hand-over through mbarriers after the plans (as NTile): FULL of stage s at FULL_OFF + 8 s,
+    // EMPTY at EMPTY_OFF + 8 s from the first (extraBytes keeps 3 per stage).
+    static constexpr uint32_t FULL_OFF = 8 * STAGES;
+    static constexpr uint32_t EMPTY_OFF = 16 * STAGES;
 
     /* Dynamic shared memory of one block: pipeline stages and `slots` sampling plans of kk kernel
      * points (FP32 corner weights and the 64-bit element offset of the 2x2 cell in its image). */
@@ -101,7 +106,19 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
     int64_t const p0 = static_cast<int64_t>(blockIdx.x) * C::BN;
     int const m0 = blockIdx.y * C::BM;
     int const nChunks = (a.kg + C::BK - 1) / C::BK;
-    constexpr int kAll = C::THREADS;
+    uint32_t const bars = smemAddr(planI + a.planSlots * a.kk * C::BN);
+    uint32_t const fullB = bars + C::FULL_OFF;
+    uint32_t const emptyS = bars + C::EMPTY_OFF;
+    if (tid == 0)
+    {
+        for (int s = 0; s < C::STAGES; ++s)
+        {
+            mbarInit(fullB + 8 * s, C::PRODUCERS);
+            mbarInit(emptyS + 8 * s, C::CONSUMERS);
+        }
+        mbarInitFence();
+    }
+    __syncthreads();
 
     if (tid >= C::CONSUMERS)
     {
@@ -195,10 +212,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
         auto finish = [&](int kc, Regs const& R) {
             int const s = kc % C::STAGES;
             int const k0 = kc * C::BK;
-            if (kc >= C::STAGES)
-            {
-                barSync(2 + C::STAGES + s, kAll); // consumers are done with stage s
-            }
+            if (kc >= C::STAGES) // consumers are done with stage s (its previous use, kc - STAGES)
+                mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
             T* const a_s = sA + s * (C::BM * C::LDA);
             if (a.aVec)
             {
@@ -243,7 +258,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
                 }
                 row[t + C::TPR * j] = dcn::simple::fromFloat<T>(sv);
             }
-            barArrive(2 + s, kAll); // stage s is full
+            mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
         };
         Regs r0;
         Regs r1;
@@ -275,14 +290,12 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB) dcnFusedForwardKernel(Fus
     for (int kc = 0; kc < nChunks; ++kc)
     {
         int const s = kc % C::STAGES;
-        barSync(2 + s, kAll); // stage s is full
+        mbarWait(fullB + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // stage s is full
         T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
         T const* const b_s = sB + s * (C::BK * C::LDB) + wn * C::WTN;
         chunkMma<T, MK, C, true>(acc, a_s, b_s, lane, gq, tq);
         if (kc + C::STAGES < nChunks)
-        {
-            barArrive(2 + C::STAGES + s, kAll); // stage s may be refilled
-        }
+            mbarArrive(emptyS + 8 * s); // stage s may be refilled
     }
 
     storeTile<T, C>(a, acc, bias, out, p0, m0, g, wm * C::WTM, wn, gq, tq);

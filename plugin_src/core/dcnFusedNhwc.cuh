@@ -46,7 +46,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES); // [STAGES][BN][LDB]
     float4* const planW = reinterpret_cast<float4*>(smem + C::STAGES * (C::A_BYTES + C::B_BYTES));
     int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
-    // TMA: mbarrier of stage s at fullA + 8 s; C::MBAR: FULL at fullB + 8 s, EMPTY at emptyS + 8 s.
+    // Stage s: the weight tile's mbarrier at fullA + 8 s (TMA tiles), FULL at fullB + 8 s, EMPTY at
+    // emptyS + 8 s.
     uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN);
     uint32_t const fullB = fullA + C::FULL_OFF;
     uint32_t const emptyS = fullA + C::EMPTY_OFF;
@@ -62,24 +63,18 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     int const allChunks = a.kg / C::BK; // kg is a multiple of BK here
     int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);
     int const nChunks = static_cast<int>(static_cast<int64_t>(split + 1) * allChunks / a.splits) - kc0;
-    constexpr int kAll = C::THREADS;
-    if constexpr (C::TMA_A)
+    if (tid == 0)
     {
-        if (tid == 0)
+        for (int s = 0; s < C::STAGES; ++s)
         {
-            for (int s = 0; s < C::STAGES; ++s)
-            {
+            if constexpr (C::TMA_A)
                 mbarInit(fullA + 8 * s, 1);
-                if constexpr (C::MBAR)
-                {
-                    mbarInit(fullB + 8 * s, C::PRODUCERS);
-                    mbarInit(emptyS + 8 * s, C::CONSUMERS);
-                }
-            }
-            mbarInitFence();
+            mbarInit(fullB + 8 * s, C::PRODUCERS);
+            mbarInit(emptyS + 8 * s, C::CONSUMERS);
         }
-        __syncthreads();
+        mbarInitFence();
     }
+    __syncthreads();
 
     if (tid >= C::CONSUMERS)
     {
@@ -213,10 +208,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             if (h == 0 && kc >= C::STAGES)
             {
                 // Consumers are done with stage s (its previous use, kc - STAGES).
-                if constexpr (C::MBAR)
-                    mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
-                else
-                    barSync(2 + C::STAGES + s, kAll);
+                mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
             }
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
             if constexpr (C::TMA_A)
@@ -281,17 +273,14 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 if (kc > 0)
                 {
                     cpAsyncWait<1>();
-                    barArrive(2 + (kc - 1) % C::STAGES, kAll);
+                    mbarArrive(fullB + 8 * ((kc - 1) % C::STAGES));
                 }
             }
             else
             {
                 if constexpr (C::WG)
                     fenceProxyAsync(); // this thread's B stores, before the MMAs read them (async proxy)
-                if constexpr (C::MBAR)
-                    mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
-                else
-                    barArrive(2 + s, kAll); // stage s is full
+                mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it
@@ -334,7 +323,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             if (nChunks > 0)
             {
                 cpAsyncWait<0>();
-                barArrive(2 + (nChunks - 1) % C::STAGES, kAll);
+                mbarArrive(fullB + 8 * ((nChunks - 1) % C::STAGES));
             }
         }
         return;

@@ -1,7 +1,7 @@
 /*
  * dcnconvert core: the consumer warps of the channel-vectorised fused kernel (dcnFusedNhwc.cuh):
- * for every K chunk they wait until the producers filled its stage (FULL: a named barrier, an
- * mbarrier on warpgroup tiles) and, on TMA tiles, until its weight tile landed (mbarrier),
+ * for every K chunk they wait until the producers filled its stage (the FULL mbarrier) and, on TMA
+ * tiles, until its weight tile landed (its mbarrier),
  * multiply, and hand the stage back (EMPTY); then bias and store (or FP32 partial sums when K is
  * split). Warp MMAs (chunkMma) on every tile;
  * on warpgroup tiles (C::WG, sm_90a) asynchronous wgmma with one chunk in flight.
@@ -204,7 +204,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     int nChunks, int tid, int64_t p0, int m0, int g, int split, T const* __restrict__ bias, T* __restrict__ out,
     float* __restrict__ partial)
 {
-    constexpr int kAll = C::THREADS;
+    uint32_t const fullB = fullA + C::FULL_OFF;
+    uint32_t const emptyS = fullA + C::EMPTY_OFF;
     int const wid = tid >> 5;
     int const lane = tid & 31;
     int const wm = wid / C::WARPS_N;
@@ -224,7 +225,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         uint32_t const aWg = smemAddr(sA) + static_cast<uint32_t>(wgRow * C::LDA * sizeof(T));
         uint32_t const bAll = smemAddr(sB);
         constexpr int KSTEPS = C::BK * sizeof(T) / 32; // MMA K steps of 32 bytes (k16; FP32: k8)
-        static_assert(C::SPLIT == 1 || (C::SWAP && C::MBAR), "3xTF32 warpgroup tiles: swapped, mbarriers");
+        static_assert(C::SPLIT == 1 || C::SWAP, "3xTF32 warpgroup tiles: swapped");
         float tmp[C::SPLIT == 2 ? C::MT : 1][C::SPLIT == 2 ? C::NT : 1][4]; // 3xTF32: a chunk's sums
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
@@ -232,10 +233,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         {
             int const s = kc % C::STAGES;
             uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
-            if constexpr (C::MBAR)
-                mbarWait(fullA + C::FULL_OFF + 8 * s, phase); // stage s is full
-            else
-                barSync(2 + s, kAll); // stage s is full
+            mbarWait(fullB + 8 * s, phase); // stage s is full
             mbarWait(fullA + 8 * s, phase); // and its weight tile landed
             uint32_t const aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
@@ -264,7 +262,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 for (int i = 0; i < C::MT * C::NT * 4; ++i)
                     (&acc[0][0][0])[i] += (&tmp[0][0][0])[i];
                 if (kc + C::STAGES < nChunks)
-                    mbarArrive(fullA + C::EMPTY_OFF + 8 * s);
+                    mbarArrive(emptyS + 8 * s);
                 continue;
             }
             wgmmaFence();
@@ -286,12 +284,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
             wgmmaWait<1>();
             if (kc > 0 && kc - 1 + C::STAGES < nChunks)
-            {
-                if constexpr (C::MBAR)
-                    mbarArrive(fullA + C::EMPTY_OFF + 8 * ((kc - 1) % C::STAGES));
-                else
-                    barArrive(2 + C::STAGES + (kc - 1) % C::STAGES, kAll);
-            }
+                mbarArrive(emptyS + 8 * ((kc - 1) % C::STAGES));
         }
         wgmmaWait<0>();
         eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
@@ -301,16 +294,15 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
-            barSync(2 + s, kAll); // stage s is full
+            uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
+            mbarWait(fullB + 8 * s, phase); // stage s is full
             if constexpr (C::TMA_A)
-                mbarWait(fullA + 8 * s, static_cast<uint32_t>(kc / C::STAGES) & 1u); // and its weight tile landed
+                mbarWait(fullA + 8 * s, phase); // and its weight tile landed
             T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
             T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
             chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);
             if (kc + C::STAGES < nChunks)
-            {
-                barArrive(2 + C::STAGES + s, kAll); // stage s may be refilled
-            }
+                mbarArrive(emptyS + 8 * s); // stage s may be refilled
         }
     }
     // The stages are free once every consumer warp is past its last MMA (stageTile waits for that):

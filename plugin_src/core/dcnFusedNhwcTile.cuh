@@ -49,12 +49,11 @@ struct NTile
     static constexpr bool SWAP = WG_ && BN_ == 64;
     static constexpr int SWAP_N = BM_ / (CW_ / 4) < 128 ? BM_ / (CW_ / 4) : 128;
     static constexpr int MT_STRIDE = WG_ ? 64 : 16;
-    // Warpgroup tiles hand the stages over through mbarriers (FULL: one arrival per producer thread;
-    // EMPTY: one per consumer thread): a producer warp waits for the consumers only, not for the
-    // other producer warps as at a named barrier. Every thread arrives (not one lane after
-    // __syncwarp(), an order racecheck does not follow); the speed is the same. The other tiles use
-    // named barriers FULL = 2 + s, EMPTY = 2 + STAGES + s over the whole block.
-    static constexpr bool MBAR = WG_;
+    // The stages are handed over through mbarriers (FULL: one arrival per producer thread; EMPTY: one
+    // per consumer thread): a producer warp waits for the consumers only, not for the other producer
+    // warps as at a named barrier, and compute-sanitizer's racecheck follows the order (it reports
+    // hazards on a bar.arrive / bar.sync hand-over). Every thread arrives (not one lane after
+    // __syncwarp(), an order racecheck does not follow either).
     static constexpr int STAGES = STAGES_;
     static constexpr int CW = CW_;
     static constexpr int PW = PW_;
@@ -105,23 +104,23 @@ struct NTile
     static constexpr size_t B_BYTES = SPLIT * B_HALF;
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
-    static_assert(STAGES >= 2 && 2 + 2 * STAGES <= 16, "named barriers");
+    static_assert(STAGES >= 2, "pipeline stages");
     static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
     static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
     static_assert(!SWAP || ((BM / CWG) % SWAP_N == 0 && (SWAP_N == 64 || SWAP_N == 128)), "swapped warpgroup tile");
-    static_assert(BN % 8 == 0 && CONSUMERS % BN == 0 && 2 + 2 * STAGES < 15
+    static_assert(BN % 8 == 0 && CONSUMERS % BN == 0
             && size_t(BM) * (BN + 4 + 1) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
         "epilogue through shared memory (stageTile, storeTile)");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
     static_assert(SPLIT == 1 || (SPLIT == 2 && WG && sizeof(T) == 4), "operands split into TF32 parts");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
                                     && CREGS >= PREGS && CREGS <= 256), "register split");
-    // TMA tiles: room to align the stages to 1024 bytes, and one mbarrier per stage for the weights.
-    // MBAR: also FULL and EMPTY mbarriers per stage.
-    static constexpr size_t TMA_EXTRA = tmaExtraBytes(SHAPE);
-    // Byte offsets of stage 0's FULL and EMPTY mbarriers (MBAR) from the weights' first mbarrier.
+    // TMA tiles: room to align the stages to 1024 bytes; every tile: per stage an mbarrier for the
+    // weights (used by TMA tiles), FULL and EMPTY.
+    static constexpr size_t EXTRA = extraBytes(SHAPE);
+    // Byte offsets of stage 0's FULL and EMPTY mbarriers from the weights' first mbarrier.
     static constexpr uint32_t FULL_OFF = 8 * STAGES;
     static constexpr uint32_t EMPTY_OFF = 16 * STAGES;
 

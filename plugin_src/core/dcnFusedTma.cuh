@@ -17,20 +17,25 @@ namespace dcn
 namespace fused
 {
 
-/* Every helper is empty below sm_90; the host never launches a TMA tile there
- * (unsupportedReason in dcnFusedChoice.cu). */
+/* The TMA helpers are empty below sm_90; the host never launches a TMA tile there
+ * (unsupportedReason in dcnFusedChoice.cu). The mbarrier helpers (init, arrive, wait) are real from
+ * sm_80 on: every channel-vectorised tile hands its stages over through mbarriers. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DCN_TMA_DEVICE 1
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DCN_MBAR_DEVICE 1
 #endif
 
 __device__ __forceinline__ void mbarInit(uint32_t bar, uint32_t count)
 {
-#ifdef DCN_TMA_DEVICE
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#ifdef DCN_MBAR_DEVICE
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 #endif
 }
 
-/* Makes the initialised mbarriers visible to the async proxy (the TMA unit) before first use. */
+/* Makes the initialised mbarriers visible to the async proxy (the TMA unit) before first use; the
+ * block barrier after it orders them for the other threads (sm_80: that barrier alone). */
 __device__ __forceinline__ void mbarInitFence()
 {
 #ifdef DCN_TMA_DEVICE
@@ -59,21 +64,32 @@ __device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, uint32_t bytes)
  * a thread whose wait sees the phase complete). */
 __device__ __forceinline__ void mbarArrive(uint32_t bar)
 {
-#ifdef DCN_TMA_DEVICE
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+#ifdef DCN_MBAR_DEVICE
+    asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.shared.b64 state, [%0];\n\t}" ::"r"(bar) : "memory");
 #endif
 }
 
-/* Blocks until the phase of `bar` with the given parity has completed. */
+/* Blocks until the phase of `bar` with the given parity has completed (acquire at CTA scope). sm_90
+ * waits in try_wait (the hardware suspends the thread for a while); sm_80 polls test_wait. */
 __device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity)
 {
-#ifdef DCN_TMA_DEVICE
+#if defined(DCN_TMA_DEVICE)
     asm volatile(
         "{\n\t"
         ".reg .pred done;\n"
         "DCN_MBAR_WAIT:\n\t"
         "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
         "@!done bra DCN_MBAR_WAIT;\n\t"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#elif defined(DCN_MBAR_DEVICE)
+    asm volatile(
+        "{\n\t"
+        ".reg .pred done;\n"
+        "DCN_MBAR_POLL:\n\t"
+        "mbarrier.test_wait.parity.shared.b64 done, [%0], %1;\n\t"
+        "@!done bra DCN_MBAR_POLL;\n\t"
         "}" ::"r"(bar),
         "r"(parity)
         : "memory");

@@ -141,6 +141,8 @@ class TileInfo:
         fp32_math: the FP32 math modes it takes (``MATH_ACCURATE``, ``MATH_TF32``).
         min_cc: the compute capability it needs (80 or 90; ``wgmma`` tiles need 9.x exactly).
         splits_k: whether it may split K.
+        run_majors: the compute capability majors (8 to 12) on which this library runs it: its
+            architecture and the code the build holds (``dcnFusedTileRuns``).
     """
 
     index: int
@@ -153,14 +155,15 @@ class TileInfo:
     fp32_math: frozenset
     min_cc: int
     splits_k: bool
+    run_majors: frozenset = frozenset()
 
     def takes(self, dtype: str, math: int = _c.MATH_ACCURATE) -> bool:
         """Whether the tile takes ``dtype`` (``"float32"`` with ``math``)."""
         return dtype in self.dtypes and (dtype != "float32" or math in self.fp32_math)
 
     def runs_on(self, cc: int) -> bool:
-        """Whether a device of compute capability ``cc`` (e.g. 90) runs it."""
-        return cc >= self.min_cc and (self.kernel != "wgmma" or cc // 10 == 9)
+        """Whether the library runs it on a device of compute capability ``cc`` (e.g. 90)."""
+        return cc >= self.min_cc and cc // 10 in self.run_majors
 
 
 def tile_infos(lib: ctypes.CDLL | None = None) -> list[TileInfo]:
@@ -168,6 +171,8 @@ def tile_infos(lib: ctypes.CDLL | None = None) -> list[TileInfo]:
     lib = lib or _c.load()
     lib.dcnFusedTileInfo.argtypes = [ctypes.c_int32, ctypes.POINTER(_DcnTileInfo)]
     lib.dcnFusedTileInfo.restype = ctypes.c_int
+    lib.dcnFusedTileRuns.argtypes = [ctypes.c_int32, ctypes.c_int32]
+    lib.dcnFusedTileRuns.restype = ctypes.c_int32
     out = []
     for i in range(fused_tile_count(lib)):
         info = _DcnTileInfo()
@@ -185,6 +190,7 @@ def tile_infos(lib: ctypes.CDLL | None = None) -> list[TileInfo]:
             fp32_math=frozenset(m for m in (_c.MATH_ACCURATE, _c.MATH_TF32) if info.fp32Math >> m & 1),
             min_cc=info.minComputeCapability,
             splits_k=bool(info.splitsK),
+            run_majors=frozenset(m for m in range(8, 13) if lib.dcnFusedTileRuns(i, m)),
         ))
     return out
 
