@@ -41,10 +41,6 @@ __device__ __forceinline__ void barSync(int id, int count)
 {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
-__device__ __forceinline__ void barArrive(int id, int count)
-{
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
 
 __device__ __forceinline__ uint32_t smemAddr(void const* p)
 {
