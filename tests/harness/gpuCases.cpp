@@ -103,9 +103,9 @@ std::vector<Case> gridCases()
     larger.cout = 16;
     larger.attrs = Attrs{{1, 1}, {1, 1}, {1, 1}, 1, 2};
     // Channels per group and per deformable group in multiples of 32: the channel-vectorised kernel,
-    // which needs the workspace. On an H200 AUTO runs FP32 (3xTF32) on warpgroup tile 28 with K split
+    // which needs the workspace. On an H200 AUTO runs FP32 (3xTF32) on wg-128x64-tf32 with K split
     // 4 ways, so the workspace holds both TF32 parts of the weights and the partial sums; TF32 runs
-    // tile 22 (dcnFusedSplitTail, host only).
+    // tma-128x64-fp32, also with 4 K splits (dcnFusedSplitTail, host only).
     Problem vec = base;
     vec.c = 128;
     vec.h = 40;
