@@ -46,6 +46,7 @@ SHAPES = {
     "DLA-ida1-node": (1, 128, 64, 64, 128, 1),
     "DLA-up-proj": (1, 256, 32, 32, 64, 1),
 }
+SPLIT_REDUCE = {"auto": core.SPLIT_REDUCE_AUTO, "kernel": core.SPLIT_REDUCE_KERNEL, "cluster": core.SPLIT_REDUCE_CLUSTER}
 PRECISIONS = {  # name: (dtype code, math)
     "float16": (core.FLOAT16, core.MATH_ACCURATE),
     "bfloat16": (core.BFLOAT16, core.MATH_ACCURATE),
@@ -95,8 +96,13 @@ def main() -> int:
     ap.add_argument("--engine", action="store_true",
                     help="x channel-last and the weights prepared once, as a TensorRT engine with constant "
                          "weights runs the plugin (no prep pass)")
+    ap.add_argument("--split-reduce", choices=sorted(SPLIT_REDUCE), default="auto",
+                    help="how K splits add up: auto (clusters where they fit), kernel (the reduction kernel), "
+                         "cluster (clusters, a launch that cannot use them fails)")
     args = ap.parse_args()
     lib = core.load(args.lib or ensure_core_built())
+    if args.split_reduce != "auto":
+        core.set_split_reduce(SPLIT_REDUCE[args.split_reduce], lib)
     tiles = core_fused.fused_tile_count(lib)
     tile_ids = [int(t) for t in args.tiles.split(",")] if args.tiles else list(range(tiles))
     split_counts = [int(v) for v in args.splits.split(",")]

@@ -32,6 +32,7 @@ EXPORTED = {
     "dcnPreparedWeightsSize",
     "dcnPrepareWeights",
     "dcnConvertElements",
+    "dcnSetSplitReduce",
 }
 
 
@@ -106,6 +107,19 @@ def test_tile_runs_follows_the_default_build(lib: ctypes.CDLL) -> None:
         assert t.runs_on(90) and t.runs_on(t.min_cc) and not t.runs_on(75)
     assert lib.dcnFusedTileRuns(-1, 9) == 0 and lib.dcnFusedTileRuns(core_fused.fused_tile_count(lib), 9) == 0
     assert not core_fused.tile_infos(lib)[0].runs_on(70)
+
+
+def test_split_reduce_takes_its_three_modes_only(lib: ctypes.CDLL) -> None:
+    """dcnSetSplitReduce: 0 (clusters where they pay), 1 (reduction kernel), 2 (clusters or
+    unsupported); anything else is an invalid argument and leaves the mode as it was."""
+    lib.dcnSetSplitReduce.restype = ctypes.c_int
+    try:
+        for mode in (core.SPLIT_REDUCE_KERNEL, core.SPLIT_REDUCE_CLUSTER, core.SPLIT_REDUCE_AUTO):
+            assert lib.dcnSetSplitReduce(ctypes.c_int32(mode)) == core.SUCCESS
+        for bad in (-1, 3, 1 << 30):
+            assert lib.dcnSetSplitReduce(ctypes.c_int32(bad)) == core.INVALID_ARGUMENT, bad
+    finally:
+        lib.dcnSetSplitReduce(ctypes.c_int32(core.SPLIT_REDUCE_AUTO))
 
 
 def test_ctypes_mirror_matches_the_c_layout(tmp_path: Path) -> None:

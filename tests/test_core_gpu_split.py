@@ -191,3 +191,52 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
     from support.core_cases import from_device
 
     check_close(from_device(cupy.asarray(outs[0]), dtype), ref, dtype, None if dtype == "float32" else absref)
+
+
+def _with_split_reduce(lib, mode: int, run):
+    core.set_split_reduce(mode, lib)
+    try:
+        return run()
+    finally:
+        core.set_split_reduce(core.SPLIT_REDUCE_AUTO, lib)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine", [False, True], ids=["nchw", "engine"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
+def test_cluster_reduction_gives_the_reduction_kernels_bits(lib, need_fused, case: Case, dtype: str, engine: bool) -> None:
+    """On sm_90+ the K splits of a tile add up inside a thread-block cluster: each block copies its
+    sums of the other blocks' rows into their shared memory and adds up its own rows in split order,
+    like the reduction kernel. Forced clusters (dcnSetSplitReduce 2) give the reduction kernel's (1)
+    bits on every splitting tile at 2, 3 and MAX_SPLITS splits and with a split tail, as does AUTO (0),
+    with x NCHW and as an engine feeds it (channel-last x, prepared weights)."""
+    if not device_has_tma():
+        pytest.skip("thread-block clusters need compute capability 9.0+")
+    inputs, _, _ = inputs_refs(case, dtype)
+    algos = [core.ALGO_AUTO]
+    for tile in split_tiles_for(lib, dtype):
+        algos += [core_fused.fused_algo(tile, s) for s in (2, 3, core.MAX_SPLITS)]
+        algos.append(core_fused.fused_algo(tile, 1, 2))
+    compared = 0
+    for algo in algos:
+        def run(algo=algo):
+            return run_core(lib, case, dtype, inputs, algo, channel_last=engine, prepared=engine)
+
+        try:
+            ref = _with_split_reduce(lib, core.SPLIT_REDUCE_KERNEL, run)
+        except UnsupportedNodeError as exc:
+            assert "K splits" in str(exc) or "do not fit the workspace" in str(exc), str(exc)
+            continue
+        auto = _with_split_reduce(lib, core.SPLIT_REDUCE_AUTO, run)
+        assert np.array_equal(auto, ref), f"algo {algo}: AUTO's reduction and the reduction kernel differ"
+        if algo == core.ALGO_AUTO:
+            continue
+        try:
+            out = _with_split_reduce(lib, core.SPLIT_REDUCE_CLUSTER, run)
+        except UnsupportedNodeError as exc:
+            assert "thread-block clusters" in str(exc), str(exc)
+            continue
+        assert np.array_equal(out, ref), f"algo {algo}: cluster and kernel reductions differ"
+        compared += 1
+    assert compared >= 4, f"only {compared} cluster launches compared"

@@ -239,6 +239,16 @@ DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
     return fused > nchw ? fused : nchw;
 }
 
+DCN_CORE_EXPORT DcnStatus dcnSetSplitReduce(int32_t mode)
+{
+    if (mode < 0 || mode > 2)
+    {
+        return kDCN_INVALID_ARGUMENT;
+    }
+    dcn::fused::setSplitReduceMode(mode);
+    return kDCN_SUCCESS;
+}
+
 DCN_CORE_EXPORT size_t dcnPreparedWeightsSize(DcnParams const* p)
 {
     if (p == nullptr || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)

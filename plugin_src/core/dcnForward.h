@@ -74,6 +74,13 @@ DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int
 DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
     int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen);
 
+/* How the fused kernel adds up its K splits, for the whole process (tests and benchmarks): 0 (the
+ * default) inside thread-block clusters where they fit (sm_90+: the tile's free shared memory holds
+ * the slices it receives, and the device runs the clusters in no more waves than single blocks),
+ * else by a reduction kernel; 1 always by the reduction kernel; 2 in clusters, and a split launch
+ * that cannot use them fails with kDCN_UNSUPPORTED. kDCN_INVALID_ARGUMENT for other values. */
+DcnStatus dcnSetSplitReduce(int32_t mode);
+
 /* Bytes of the prepared weights of p (0 for invalid params): the weights in every layout the
  * kernels read for p's shapes, element type and math, made once by dcnPrepareWeights. A forward
  * with DcnParams.weightLayout = kDCN_WEIGHT_PREPARED takes that buffer as its weight pointer and

@@ -147,6 +147,7 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
     return kDCN_SUCCESS;
 }
 
+
 DcnStatus launchPrep(DcnParams const& p, PrepWork const& w, bool pdl, cudaStream_t stream, char const* what,
     char* msg, size_t msgLen)
 {

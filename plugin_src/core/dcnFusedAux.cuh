@@ -241,6 +241,8 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     T const* __restrict__ bias, T* __restrict__ out)
 {
     gridDependencyWait(); // the partial sums are complete (programmatic dependent launch, sm_90)
+    // The stream's next kernel may be scheduled now; it waits for this grid before it reads anything.
+    gridDependencyTrigger();
     int64_t const len = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of a row of partial sums
     int64_t const quads = (len + 3) / 4;
     int64_t const q = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;

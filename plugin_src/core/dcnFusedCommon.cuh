@@ -42,6 +42,10 @@ struct FusedArgs
     // prepared): the block waits for the stream's previous kernel (programmatic dependent launch)
     // before its first sampling plan reads offset and mask.
     int32_t waitFirst;
+    // 1: the a.splits blocks of an output tile are one thread-block cluster along z and add up their
+    // sums through distributed shared memory (sm_90; clusterReduceTile): no partial sums in global
+    // memory, no reduction kernel.
+    int32_t clusterReduce;
     FastDiv divCPerDg, divHoWo, divWo;
 };
 

@@ -87,6 +87,66 @@ cudaError_t launchEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, 
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
+/* launchEx as thread-block clusters of `clusterZ` blocks along z (sm_90; grid.z a multiple of it). */
+template <typename... KArgs, typename... Args>
+cudaError_t launchClusterEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+    cudaStream_t stream, unsigned clusterZ, Args... args)
+{
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = clusterZ;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+/* Occupancy of `func` launched with `threads` threads and `smem` bytes on the current device (id
+ * `dev`): blocks per SM, and how many clusters of clusterZ blocks along z can run at once (the
+ * occupancy calculator knows the GPC granularity a cluster of one-block-per-SM blocks is placed at).
+ * Asked once per kernel, size and device, then cached (dcnFused.cu). False on a query error, which is
+ * cleared. Nothing touches a stream, so this is safe under capture. */
+bool clusterOccupancy(void const* func, int dev, int threads, size_t smem, unsigned clusterZ, int& perSm, int& clusters);
+
+/* Whether adding up the K splits of `blocks` blocks inside clusters of clusterZ (clusterReduceTile)
+ * is expected to beat the reduction kernel. The reduction kernel spreads the sums over the whole
+ * GPU; inside clusters they run on the launch's own SMs, after a cluster barrier and the copies.
+ * Measured on an H200 (docs/benchmarks.md), clusters paid only with 2 splits and a launch that fills
+ * most of the GPU in one wave (R50-c4, DBNet-c5, OCD-l3: 116-132 blocks, 4-9% less time per call);
+ * with 3 to 8 splits, fewer blocks or more than one wave they cost up to 25% more. Hence: 2 splits,
+ * one wave of single blocks covering at least three quarters of the device's block slots, and every
+ * cluster running at once. `force` (kSplitReduceCluster, tests): whenever the clusters can run. */
+inline bool clustersPay(void const* func, Device const& d, dim3 grid, int threads, size_t smem, unsigned clusterZ, bool force)
+{
+    if (!force && clusterZ != 2)
+        return false;
+    int perSm = 0;
+    int clusters = 0;
+    if (!clusterOccupancy(func, d.id, threads, smem, clusterZ, perSm, clusters) || clusters <= 0)
+        return false;
+    if (force)
+        return true;
+    int64_t const blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+    int64_t const slots = int64_t{perSm} * d.sms;
+    return blocks <= slots && 4 * blocks >= 3 * slots && int64_t{clusters} * clusterZ >= blocks;
+}
+
+/* How K splits are added up (dcnSetSplitReduce, dcnForward.h): kSplitReduceAuto uses thread-block
+ * clusters where they fit (sm_90+) and the reduction kernel elsewhere; kSplitReduceKernel always the
+ * reduction kernel; kSplitReduceCluster clusters or kDCN_UNSUPPORTED (tests). */
+constexpr int32_t kSplitReduceAuto = 0;
+constexpr int32_t kSplitReduceKernel = 1;
+constexpr int32_t kSplitReduceCluster = 2;
+int32_t splitReduceMode();
+
 } // namespace fused
 } // namespace dcn
 

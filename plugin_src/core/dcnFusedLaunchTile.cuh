@@ -129,6 +129,29 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             at.pixBase = static_cast<int32_t>(head.x * S.bn);
             tgrid = dim3(static_cast<unsigned>(c.tailTiles), grid.y, static_cast<unsigned>(p.group * c.tailSplits));
         }
+        // K splits: added up inside thread-block clusters (no partial sums in global memory, no
+        // reduction kernel) where the tile's free stages hold the receive area and clusters pay
+        // (clustersPay), or always in the forced mode (tests); else by the reduction kernel.
+        int32_t const mode = splitReduceMode();
+        unsigned const cz = static_cast<unsigned>(at.splits);
+        bool const cluster = at.splits > 1 && mode != kSplitReduceKernel && d.ccMajor >= 9 && builtSm90For(d.ccMajor)
+            && C::clusterFits(at.splits)
+            && clustersPay(reinterpret_cast<void const*>(kernel), d, tgrid, C::THREADS, smem, cz,
+                mode == kSplitReduceCluster);
+        if (at.splits > 1 && mode == kSplitReduceCluster && !cluster)
+        {
+            setMsg(msg, msgLen, "fused kernel: tile %s cannot add up %d K splits in thread-block clusters here",
+                kTileNames[TILE], at.splits);
+            return kDCN_UNSUPPORTED;
+        }
+        if (cluster)
+        {
+            FusedArgs ac = at;
+            ac.clusterReduce = 1;
+            cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream,
+                static_cast<unsigned>(at.splits), ac, xh, q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
+            return launchError("fused kernel", p, TILE, msg, msgLen, ce);
+        }
         cudaError_t const err = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, at, xh, q.offset, q.mask,
             wp, q.bias, q.out, partial, tmA);
         s = launchError("fused kernel", p, TILE, msg, msgLen, err);

@@ -10,9 +10,11 @@
 #ifndef DCN_FUSED_NHWC_CONSUMERS_CUH
 #define DCN_FUSED_NHWC_CONSUMERS_CUH
 
+#include "dcnFusedCluster.cuh"
 #include "dcnFusedCommon.cuh"
 #include "dcnFusedTma.cuh"
 #include "dcnFusedWgmma.cuh"
+
 
 namespace dcn
 {
@@ -67,7 +69,7 @@ __device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)
             }
         }
     float* const sBias = sT + C::BM * LDT;
-    bool const withBias = a.splits == 1 && a.withBias;
+    bool const withBias = (a.splits == 1 || a.clusterReduce) && a.withBias; // else the reduction kernel adds it
     for (int c = ctid; c < C::BM; c += C::CONSUMERS)
         sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<T>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
 }
@@ -113,16 +115,18 @@ __device__ __forceinline__ void storeItem(V* dst, float const (&v)[VE], bool vec
     }
 }
 
+/* Rows [r0, r1) of the staged tile to out, or as split `split`'s partial sums when partial is not
+ * null. */
 template <typename T, class C>
 __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, int tid, int64_t p0, int m0, int g,
-    int split, T* __restrict__ out, float* __restrict__ partial)
+    int split, T* __restrict__ out, float* __restrict__ partial, int r0, int r1)
 {
     constexpr int LDT = stagedLd<C>();
     float const* const sBias = sT + C::BM * LDT;
     barSync(15, C::CONSUMERS); // the staged tile is complete
-    int const rows = min(a.mg - m0, C::BM); // rows of the tile that exist
+    int const rows = min(min(a.mg - m0, C::BM), r1); // rows of the tile that exist, up to r1
     int64_t const pixLeft = a.pixels - p0;
-    if (a.splits > 1 || sizeof(T) == 4)
+    if (partial != nullptr || sizeof(T) == 4)
     {
         // 4-byte destinations (FP32 partial sums or output): each warp stores 32 consecutive pixels
         // of one channel, 128 bytes per instruction (measured on an H200: 16-byte items of 4 pixels
@@ -134,7 +138,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
         if (px >= pixLeft)
             return;
         int64_t const p = p0 + px;
-        if (a.splits > 1)
+        if (partial != nullptr)
         {
             int64_t const rowLen = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of the launch's tiles
             float* dst = partial + static_cast<int64_t>(split) * a.cout * rowLen
@@ -144,7 +148,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
             for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
             {
                 int const c = c0 + i * CSTEP;
-                if (c < rows)
+                if (c >= r0 && c < rows)
                     *dst = sT[c * LDT + px];
             }
             return;
@@ -157,7 +161,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
         for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
         {
             int const c = c0 + i * CSTEP;
-            if (c < rows)
+            if (c >= r0 && c < rows)
                 *dst = dcn::simple::fromFloat<T>(sT[c * LDT + px] + sBias[c]);
         }
         return;
@@ -169,10 +173,10 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a
     // multiple of VE (p0 is a multiple of BN) and out is aligned.
     bool const imagesAligned = a.howo % VE == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
-    for (int it = tid; it < rows * GROUPS; it += C::CONSUMERS)
+    for (int it = tid; it < (rows - r0) * GROUPS; it += C::CONSUMERS)
     {
-        int const c = it / GROUPS;
-        int const px = (it - c * GROUPS) * VE;
+        int const c = r0 + it / GROUPS;
+        int const px = (it - (c - r0) * GROUPS) * VE;
         if (px >= pixLeft)
             continue;
         float v[VE];
@@ -312,7 +316,16 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
-    storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, partial);
+    int2 rows = make_int2(0, C::BM);
+    float* part = a.splits > 1 ? partial : nullptr;
+    if (a.clusterReduce)
+    {
+        rows = clusterReduceTile<C>(a, sT, tid, m0);
+        part = nullptr;
+    }
+    storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, part, rows.x, rows.y);
+    if (a.clusterReduce)
+        clusterRelease();
 }
 
 } // namespace fused

@@ -117,6 +117,23 @@ struct NTile
     static_assert(SPLIT == 1 || (SPLIT == 2 && WG && sizeof(T) == 4), "operands split into TF32 parts");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
                                     && CREGS >= PREGS && CREGS <= 256), "register split");
+    // Split-K inside a thread-block cluster (clusterReduceTile, dcnFusedNhwcConsumers.cuh): over the
+    // free stages, after the staged tile ([BM][BN + 4] FP32) and its BM biases, a receive area of
+    // splits - 1 slices of SHARE rows each (the other blocks' sums of this block's rows), and at
+    // the stages' last 8 bytes the mbarrier that counts their bytes. The host takes the cluster
+    // path only where that fits.
+    static constexpr uint32_t STAGE_BYTES = static_cast<uint32_t>(STAGES * (A_BYTES + B_BYTES));
+    static constexpr uint32_t ROW_BYTES = (BN + 4) * 4;
+    static constexpr uint32_t RECV_OFF = (BM * ROW_BYTES + BM * 4 + 15) / 16 * 16;
+    static __host__ __device__ constexpr int recvShare(int splits)
+    {
+        return (BM + splits - 1) / splits;
+    }
+    static __host__ __device__ constexpr bool clusterFits(int splits)
+    {
+        return splits >= 2 && splits <= 8
+            && RECV_OFF + static_cast<uint32_t>(splits - 1) * recvShare(splits) * ROW_BYTES + 8 <= STAGE_BYTES - 8;
+    }
     // TMA tiles: room to align the stages to 1024 bytes; every tile: per stage an mbarrier for the
     // weights (used by TMA tiles), FULL and EMPTY.
     static constexpr size_t EXTRA = extraBytes(SHAPE);

@@ -47,6 +47,7 @@ __all__ = [
     "make_params",
     "output_size",
     "prepare_weights",
+    "set_split_reduce",
     "prepared_weights_size",
     "validate",
     "workspace_size",
@@ -171,6 +172,9 @@ def _load(path: str) -> ctypes.CDLL:
         ctypes.c_size_t,
     ]
     lib.dcnForward.restype = ctypes.c_int
+    if hasattr(lib, "dcnSetSplitReduce"):  # absent from libraries older than the cluster reduction
+        lib.dcnSetSplitReduce.argtypes = [ctypes.c_int32]
+        lib.dcnSetSplitReduce.restype = ctypes.c_int
     lib.dcnPreparedWeightsSize.argtypes = [ctypes.POINTER(DcnParams)]
     lib.dcnPreparedWeightsSize.restype = ctypes.c_size_t
     lib.dcnPrepareWeights.argtypes = [
@@ -302,6 +306,23 @@ def _raise_status(status: int, message: str) -> None:
     if status == UNSUPPORTED:
         raise UnsupportedNodeError(text)
     raise DcnConvertError(text)
+
+
+#: dcnSetSplitReduce modes: K splits added up in thread-block clusters where they fit (the default),
+#: always by the reduction kernel, or always in clusters.
+SPLIT_REDUCE_AUTO = 0
+SPLIT_REDUCE_KERNEL = 1
+SPLIT_REDUCE_CLUSTER = 2  # clusters or kDCN_UNSUPPORTED
+
+
+def set_split_reduce(mode: int, lib: ctypes.CDLL | None = None) -> None:
+    """``dcnSetSplitReduce``: how the fused kernel adds up K splits, for the whole process."""
+    lib = lib or load()
+    if not hasattr(lib, "dcnSetSplitReduce"):
+        raise DcnConvertError(f"dcnSetSplitReduce({mode}): this core library predates the cluster reduction")
+    status = int(lib.dcnSetSplitReduce(int(mode)))
+    if status != SUCCESS:
+        _raise_status(status, f"dcnSetSplitReduce({mode})")
 
 
 def prepared_weights_size(params: DcnParams, lib: ctypes.CDLL | None = None) -> int:

@@ -1,0 +1,120 @@
+/*
+ * dcnconvert core: split-K inside a thread-block cluster for the channel-vectorised fused kernel
+ * (sm_90): the blocks of one output tile exchange their FP32 sums through distributed shared memory
+ * instead of writing partial sums for the reduction kernel. The host side (when it is used) is in
+ * dcnFusedLaunch.h and dcnFusedCluster.cu. Internal to plugin_src/core; no TensorRT include.
+ */
+#ifndef DCN_FUSED_CLUSTER_CUH
+#define DCN_FUSED_CLUSTER_CUH
+
+#include "dcnFusedMma.cuh"
+#include "dcnFusedTma.cuh"
+#include "dcnParams.h"
+
+#include <stdint.h>
+
+namespace dcn
+{
+namespace fused
+{
+
+/* Split-K inside a thread-block cluster (sm_90, a.clusterReduce; the host checks C::clusterFits): the
+ * a.splits blocks of one output tile are one cluster along z, block rank r = split r, and each has
+ * staged its FP32 sums in sT (stageTile, with the biases). Block r owns rows [r * share, (r + 1) *
+ * share) of the tile. Each block copies its sums of every other block's rows into that block's
+ * receive area (C::RECV_OFF) with one bulk asynchronous copy per destination (the copy engine moves
+ * the bytes and counts them on the destination's mbarrier), waits until its own receive area is
+ * complete, and adds up its rows in split order (the bits of dcnSplitReduceKernel) into the same
+ * rows of its sT, which no other block reads. Returns the rows this block stores; clusterRelease
+ * then waits until no copy reads this block's shared memory any more. The cluster barriers count
+ * the threads that have not exited (the producer warps exit after their last chunk). Copying each
+ * slice in one piece keeps the threads out of the transfer: loads of remote shared memory, one item
+ * after another, cost more than the reduction kernel. */
+template <class C>
+__device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT, int tid, int m0)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int QUADS = C::BN / 4;
+    constexpr uint32_t ROW = C::ROW_BYTES;
+    int const splits = a.splits;
+    int const share = C::recvShare(splits);
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    int const me = static_cast<int>(rank);
+    uint32_t const base = smemAddr(sT);
+    uint32_t const recv = base + C::RECV_OFF;
+    uint32_t const bar = base + C::STAGE_BYTES - 8;
+    auto rowsOf = [&](int r) { return max(0, min(C::BM, (r + 1) * share) - r * share); };
+    if (tid == 0)
+    {
+        mbarInit(bar, 1);
+        mbarInitFence();
+    }
+    fenceProxyAsync(); // this thread's sT stores, before the copy engine reads them
+    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+    if (tid == 0)
+    {
+        mbarArriveExpectTx(bar, static_cast<uint32_t>((splits - 1) * rowsOf(me)) * ROW);
+        for (int d = 0; d < splits; ++d)
+        {
+            int const n = rowsOf(d);
+            if (d == me || n == 0)
+                continue;
+            int const slot = me < d ? me : me - 1;
+            uint32_t dst;
+            uint32_t dbar;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                         : "=r"(dst)
+                         : "r"(recv + static_cast<uint32_t>(slot * share) * ROW), "r"(d));
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dbar) : "r"(bar), "r"(d));
+            asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(dst), "r"(base + static_cast<uint32_t>(d * share) * ROW),
+                         "r"(static_cast<uint32_t>(n) * ROW), "r"(dbar)
+                         : "memory");
+        }
+    }
+    mbarWait(bar, 0);
+    int const c0 = me * share;
+    int const rows = min(a.mg - m0, C::BM);
+    int const c1 = min(rows, c0 + share);
+    float const* const slots = reinterpret_cast<float const*>(reinterpret_cast<char const*>(sT) + C::RECV_OFF);
+    for (int it = tid; it < (c1 - c0) * QUADS; it += C::CONSUMERS)
+    {
+        int const c = c0 + it / QUADS;
+        int const off = (c - c0) * (ROW / 4) + (it - (it / QUADS) * QUADS) * 4;
+        float* const own = sT + c0 * (ROW / 4) + off;
+        float4 sum = me == 0 ? *reinterpret_cast<float4 const*>(own)
+                             : *reinterpret_cast<float4 const*>(slots + off);
+        for (int s = 1; s < splits; ++s)
+        {
+            float4 const v = s == me ? *reinterpret_cast<float4 const*>(own)
+                                     : *reinterpret_cast<float4 const*>(slots + (s < me ? s : s - 1) * share * (ROW / 4) + off);
+            sum.x += v.x;
+            sum.y += v.y;
+            sum.z += v.z;
+            sum.w += v.w;
+        }
+        *reinterpret_cast<float4*>(own) = sum;
+    }
+    return make_int2(c0, c1 > c0 ? c1 : c0);
+#else
+    (void) a, (void) sT, (void) tid, (void) m0;
+    return make_int2(0, 0);
+#endif
+}
+
+/* The end of a cluster reduction: every block has received its slices (so every copy out of this
+ * block's shared memory is complete) before any block exits. */
+__device__ __forceinline__ void clusterRelease()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_CLUSTER_CUH
