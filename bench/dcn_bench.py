@@ -83,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-peak", action="store_true", help="skip the matmul peak measurement")
     p.add_argument("--seed", type=int, default=20261130)
     p.add_argument(
+        "--split-reduce",
+        choices=["auto", "kernel", "cluster"],
+        default="auto",
+        help="how the fused kernel adds up K splits (dcnSetSplitReduce): auto (thread-block clusters where "
+        "they pay, else the reduction kernel), kernel (always the reduction kernel), cluster (always "
+        "clusters; a split launch that cannot use them fails)",
+    )
+    p.add_argument(
         "--time-limit", type=float, default=0, help="start no further shape after this many seconds (0: none)"
     )
     return p
@@ -133,6 +141,9 @@ def load_libs(args: argparse.Namespace) -> dict:
         print(f"[build] make core: rc={rc}\n{log[-800:]}", flush=True)
     try:
         libs["core"] = core.load(core_path)
+        if args.split_reduce != "auto":
+            modes = {"kernel": core.SPLIT_REDUCE_KERNEL, "cluster": core.SPLIT_REDUCE_CLUSTER}
+            core.set_split_reduce(modes[args.split_reduce], libs["core"])
         fn = libs["core"].dcnFusedTileCount  # declared here: (void) -> int32_t
         fn.argtypes, fn.restype = [], ctypes.c_int32
     except AttributeError:

@@ -46,7 +46,11 @@ SHAPES = {
     "DLA-ida1-node": (1, 128, 64, 64, 128, 1),
     "DLA-up-proj": (1, 256, 32, 32, 64, 1),
 }
-SPLIT_REDUCE = {"auto": core.SPLIT_REDUCE_AUTO, "kernel": core.SPLIT_REDUCE_KERNEL, "cluster": core.SPLIT_REDUCE_CLUSTER}
+SPLIT_REDUCE = {
+    "auto": core.SPLIT_REDUCE_AUTO,
+    "kernel": core.SPLIT_REDUCE_KERNEL,
+    "cluster": core.SPLIT_REDUCE_CLUSTER,
+}
 PRECISIONS = {  # name: (dtype code, math)
     "float16": (core.FLOAT16, core.MATH_ACCURATE),
     "bfloat16": (core.BFLOAT16, core.MATH_ACCURATE),
@@ -97,8 +101,8 @@ def main() -> int:
                     help="x channel-last and the weights prepared once, as a TensorRT engine with constant "
                          "weights runs the plugin (no prep pass)")
     ap.add_argument("--split-reduce", choices=sorted(SPLIT_REDUCE), default="auto",
-                    help="how K splits add up: auto (clusters where they fit), kernel (the reduction kernel), "
-                         "cluster (clusters, a launch that cannot use them fails)")
+                    help="how K splits add up: auto (clusters where they pay), kernel (the reduction "
+                         "kernel), cluster (clusters; a launch that cannot use them fails)")
     args = ap.parse_args()
     lib = core.load(args.lib or ensure_core_built())
     if args.split_reduce != "auto":

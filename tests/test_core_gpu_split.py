@@ -205,7 +205,9 @@ def _with_split_reduce(lib, mode: int, run):
 @pytest.mark.parametrize("engine", [False, True], ids=["nchw", "engine"])
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=[c.name for c in SPLIT_CASES])
-def test_cluster_reduction_gives_the_reduction_kernels_bits(lib, need_fused, case: Case, dtype: str, engine: bool) -> None:
+def test_cluster_reduction_gives_the_reduction_kernels_bits(
+    lib, need_fused, case: Case, dtype: str, engine: bool
+) -> None:
     """On sm_90+ the K splits of a tile add up inside a thread-block cluster: each block copies its
     sums of the other blocks' rows into their shared memory and adds up its own rows in split order,
     like the reduction kernel. Forced clusters (dcnSetSplitReduce 2) give the reduction kernel's (1)
