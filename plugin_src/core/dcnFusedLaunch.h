@@ -121,7 +121,7 @@ bool clusterOccupancy(void const* func, int dev, int threads, size_t smem, unsig
  * GPU; inside clusters they run on the launch's own SMs, after a cluster barrier and the copies.
  * Measured on an H200 (docs/benchmarks.md), clusters paid only with 2 splits and a launch that fills
  * most of the GPU in one wave (R50-c4, DBNet-c5, OCD-l3: 116-132 blocks, 4-9% less time per call);
- * with 3 to 8 splits, fewer blocks or more than one wave they cost up to 25% more. Hence: 2 splits,
+ * with 3 to 8 splits, fewer blocks or more than one wave they cost up to 36% more. Hence: 2 splits,
  * one wave of single blocks covering at least three quarters of the device's block slots, and every
  * cluster running at once. `force` (kSplitReduceCluster, tests): whenever the clusters can run. */
 inline bool clustersPay(void const* func, Device const& d, dim3 grid, int threads, size_t smem, unsigned clusterZ, bool force)
