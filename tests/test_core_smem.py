@@ -5,7 +5,9 @@ asks for at launch (`NTile::smemBytes`, dcnFusedNhwcTile.cuh). Both call `tileSm
 slots and the template parameters launchTile builds from the table; one that differs would let AUTO
 pick a tile that cannot launch, or refuse one that can. The same program checks that the host's
 plan slots cover the chunks whose plans the kernel's producers hold at once (`planChunks` against
-`NTile::PD`). Compiled as host code with nvcc: no GPU needed."""
+`NTile::PD`), and that the receive area of split-K in a cluster (`NTile::clusterFits`) holds 2
+splits on every tile and stays clear of the staged tile and the stages' end. Compiled as host code
+with nvcc: no GPU needed."""
 
 from __future__ import annotations
 
@@ -48,6 +50,24 @@ template <typename T, int TILE, bool SPLIT_MATH = false> void check(DcnParams co
             printf("tile %d, %d-byte elements, %d deformable groups, %dx%d kernel: kernel %zu, host %zu\n",
                 TILE, static_cast<int>(sizeof(T)), static_cast<int>(p.deformableGroup),
                 static_cast<int>(p.kh), static_cast<int>(p.kw), kernel, host);
+        }
+        // Split-K in a cluster (clusterReduceTile) receives the other blocks' slices over the free
+        // stages after the staged tile and its biases: 2 splits (the only count AUTO adds up in
+        // clusters) must fit on every tile with 4 stages (async-256x64's 3 stages of 32-channel
+        // chunks are too small: it always runs the reduction kernel), and no count may place the
+        // receive mbarrier inside the slices or the staged tile.
+        for (int s = 2; s <= 8; ++s)
+        {
+            bool const fits = C::clusterFits(s);
+            uint32_t const end = C::RECV_OFF + static_cast<uint32_t>((s - 1) * C::recvShare(s)) * C::ROW_BYTES;
+            if ((s == 2 && !fits && C::STAGES >= 4) || (fits && end > C::STAGE_BYTES - 8)
+                || C::RECV_OFF < static_cast<uint32_t>(C::BM) * (C::ROW_BYTES + 4) || C::RECV_OFF % 16 != 0
+                || C::ROW_BYTES % 16 != 0)
+            {
+                ++failures;
+                printf("tile %d, %d-byte elements: cluster receive area of %d splits: fits %d, end %u, stages %u\n",
+                    TILE, static_cast<int>(sizeof(T)), s, static_cast<int>(fits), end, C::STAGE_BYTES);
+            }
         }
         // The producers' register ring holds PD units and reads one chunk's plan ahead: the host's
         // plan slots must cover PD + 1 chunks, or a rebuilt plan could overwrite one still in use.
