@@ -7,9 +7,9 @@
 #ifndef DCN_FUSED_CLUSTER_CUH
 #define DCN_FUSED_CLUSTER_CUH
 
+#include "dcnFusedCommon.cuh" // FusedArgs
 #include "dcnFusedMma.cuh"
 #include "dcnFusedTma.cuh"
-#include "dcnParams.h"
 
 #include <stdint.h>
 
