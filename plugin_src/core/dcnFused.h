@@ -39,7 +39,8 @@ DcnStatus forward(DcnParams const& p, int32_t tile, int32_t splits, int32_t tail
     void const* offset, void const* mask, void const* weight, void const* bias, void* out, void* workspace, size_t workspaceSize,
     cudaStream_t stream, char* msg, size_t msgLen);
 
-/* dcnSetSplitReduce (dcnForward.h): kSplitReduceAuto or kSplitReduceKernel (dcnFusedLaunch.h). */
+/* dcnSetSplitReduce (dcnForward.h): kSplitReduceAuto, kSplitReduceKernel or kSplitReduceCluster
+ * (dcnFusedLaunch.h). */
 void setSplitReduceMode(int32_t mode);
 
 /* x (channel-last, [n][h][w][c]) as NCHW into dst (n * c * h * w elements), on `stream`. */

@@ -140,8 +140,9 @@ inline bool clustersPay(void const* func, Device const& d, dim3 grid, int thread
 }
 
 /* How K splits are added up (dcnSetSplitReduce, dcnForward.h): kSplitReduceAuto uses thread-block
- * clusters where they fit (sm_90+) and the reduction kernel elsewhere; kSplitReduceKernel always the
- * reduction kernel; kSplitReduceCluster clusters or kDCN_UNSUPPORTED (tests). */
+ * clusters where they pay (clustersPay, sm_90+) and the reduction kernel elsewhere;
+ * kSplitReduceKernel always the reduction kernel; kSplitReduceCluster clusters or
+ * kDCN_UNSUPPORTED (tests). */
 constexpr int32_t kSplitReduceAuto = 0;
 constexpr int32_t kSplitReduceKernel = 1;
 constexpr int32_t kSplitReduceCluster = 2;

@@ -148,8 +148,8 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         {
             FusedArgs ac = at;
             ac.clusterReduce = 1;
-            cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream,
-                static_cast<unsigned>(at.splits), ac, xh, q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
+            cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, cz, ac, xh,
+                q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
             return launchError("fused kernel", p, TILE, msg, msgLen, ce);
         }
         cudaError_t const err = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, at, xh, q.offset, q.mask,

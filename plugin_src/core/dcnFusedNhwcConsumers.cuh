@@ -15,7 +15,6 @@
 #include "dcnFusedTma.cuh"
 #include "dcnFusedWgmma.cuh"
 
-
 namespace dcn
 {
 namespace fused
