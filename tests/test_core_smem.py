@@ -59,13 +59,15 @@ template <typename T, int TILE, bool SPLIT_MATH = false> void check(DcnParams co
         for (int s = 2; s <= 8; ++s)
         {
             bool const fits = C::clusterFits(s);
-            uint32_t const end = C::RECV_OFF + static_cast<uint32_t>((s - 1) * C::recvShare(s)) * C::ROW_BYTES;
+            uint32_t const end
+                = C::RECV_OFF + static_cast<uint32_t>((s - 1) * C::recvShare(s)) * C::ROW_BYTES;
             if ((s == 2 && !fits && C::STAGES >= 4) || (fits && end > C::STAGE_BYTES - 8)
                 || C::RECV_OFF < static_cast<uint32_t>(C::BM) * (C::ROW_BYTES + 4) || C::RECV_OFF % 16 != 0
                 || C::ROW_BYTES % 16 != 0)
             {
                 ++failures;
-                printf("tile %d, %d-byte elements: cluster receive area of %d splits: fits %d, end %u, stages %u\n",
+                printf("tile %d, %d-byte elements: cluster receive area of %d splits: "
+                       "fits %d, end %u, stages %u\n",
                     TILE, static_cast<int>(sizeof(T)), s, static_cast<int>(fits), end, C::STAGE_BYTES);
             }
         }

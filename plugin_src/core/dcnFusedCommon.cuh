@@ -79,106 +79,138 @@ struct Pair<__half>
     }
 };
 
-/* Builds the plan of deformable group dg into slot `slot` (producer threads only).
- * NHWC: the plan's element offset is that of channel 0 of the cell in an NHWC image, else NCHW
- * (plane 0). PACK16 (FP16 only): the four corner weights are stored rounded to T, as two pairs
- * (w00, w01), (w10, w11) in the first 8 bytes of the entry, for the packed interpolation of
- * dcnFusedNhwc.cuh. */
-template <typename T, class C, bool NHWC = false, bool PACK16 = false>
+/* One plan entry: the corner weights (mask folded in, corners outside the plane zeroed) and the
+ * element offset of the 2x2 cell of output pixel p at kernel point kp, from the sample's offsets
+ * (dy, dx) and mask mk. NHWC: the offset of channel 0 of the cell in an NHWC image, else NCHW
+ * (plane 0). A sample outside the plane gets zero weights and a harmless in-bounds cell. */
+__device__ __forceinline__ void planCell(FusedArgs const& a, int kp, uint32_t n, int32_t r, float dy, float dx,
+    float mk, bool nhwc, float4& wv, int64_t& idx)
+{
+    int32_t const oy = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(r)));
+    int32_t const ox = r - oy * a.wo;
+    int32_t const i = kp / a.kw;
+    int32_t const j = kp - i * a.kw;
+    int32_t const yBase = oy * a.strideH - a.padH + i * a.dilationH;
+    int32_t const xBase = ox * a.strideW - a.padW + j * a.dilationW;
+    idx = static_cast<int64_t>(n) * a.xImg;
+    constexpr float kFar = 1.0e9f;
+    if (!(fabsf(dy) <= kFar && fabsf(dx) <= kFar))
+        return;
+    float const fy = floorf(dy);
+    float const fx = floorf(dx);
+    int64_t const y0 = static_cast<int64_t>(yBase) + static_cast<int64_t>(fy);
+    int64_t const x0 = static_cast<int64_t>(xBase) + static_cast<int64_t>(fx);
+    float const ly = dy - fy;
+    float const lx = dx - fx;
+    bool const yIn = (y0 >= 0 || (y0 == -1 && ly > 0.0f)) && y0 < a.h;
+    bool const xIn = (x0 >= 0 || (x0 == -1 && lx > 0.0f)) && x0 < a.w;
+    if (!(yIn && xIn))
+        return;
+    // Row weights (top, bottom) and column weights (left, right) of the 2x2 cell, corners outside
+    // the plane zeroed, then the cell moved inside the plane.
+    float wy0 = y0 >= 0 ? (1.0f - ly) : 0.0f;
+    float wy1 = y0 + 1 < a.h ? ly : 0.0f;
+    float wx0 = x0 >= 0 ? (1.0f - lx) : 0.0f;
+    float wx1 = x0 + 1 < a.w ? lx : 0.0f;
+    int64_t yc = y0;
+    int64_t xc = x0;
+    if (y0 < 0)
+    {
+        yc = 0; // the bottom row (y0 + 1 = 0) becomes the top row
+        wy0 = wy1;
+        wy1 = 0.0f;
+    }
+    else if (y0 > a.h - 2)
+    {
+        yc = a.h - 2; // y0 = h - 1: the top row becomes the bottom row
+        wy1 = wy0;
+        wy0 = 0.0f;
+    }
+    if (x0 < 0)
+    {
+        xc = 0;
+        wx0 = wx1;
+        wx1 = 0.0f;
+    }
+    else if (x0 > a.w - 2)
+    {
+        xc = a.w - 2;
+        wx1 = wx0;
+        wx0 = 0.0f;
+    }
+    wv = make_float4(mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1);
+    idx += nhwc ? (yc * a.w + xc) * a.c : yc * a.w + xc;
+}
+
+/* Builds the plan of deformable group dg into slot `slot` (producer threads only): entry
+ * (kp, pixel) of every kernel point and pixel of the tile, see planCell. PACK16 (FP16 only): the
+ * four corner weights are stored rounded to T, as two pairs (w00, w01), (w10, w11) in the first 8
+ * bytes of the entry, for the packed interpolation of dcnFusedNhwc.cuh. Each thread loads the
+ * offsets and masks of kPlanBatch entries before it computes any of them: the plan is on the
+ * critical path of every block (the first gathers wait for it), and one entry after another costs
+ * a round trip to memory per entry (NTile::PLAN_BATCH says where more than one is used). */
+template <typename T, class C, bool NHWC = false, bool PACK16 = false, int kPlanBatch = 1>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
     T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
 {
     using dcn::simple::toFloat;
     int const total = a.kk * C::BN;
-    for (int e = ptid; e < total; e += C::PRODUCERS)
+    for (int e0 = ptid; e0 < total; e0 += kPlanBatch * C::PRODUCERS)
     {
-        int const kp = e / C::BN;
-        int const pl = e - kp * C::BN;
-        int64_t const p = p0 + pl;
-        float4 wv = make_float4(0.f, 0.f, 0.f, 0.f);
-        int64_t idx = 0;
-        if (p < a.pixels)
+        T dy[kPlanBatch];
+        T dx[kPlanBatch];
+        T mk[kPlanBatch];
+#pragma unroll
+        for (int b = 0; b < kPlanBatch; ++b)
         {
-            uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-            int32_t const r = static_cast<int32_t>(p) - static_cast<int32_t>(n) * a.howo;
-            int32_t const oy = static_cast<int32_t>(a.divWo.div(static_cast<uint32_t>(r)));
-            int32_t const ox = r - oy * a.wo;
-            int32_t const i = kp / a.kw;
-            int32_t const j = kp - i * a.kw;
-            int64_t const och = static_cast<int64_t>(dg) * a.kk + kp;
-            int64_t const oIdx = n * a.offsetN + och * 2 * a.howo + r;
-            float const dy = toFloat<T>(ldT(offset + oIdx));
-            float const dx = toFloat<T>(ldT(offset + oIdx + a.howo));
-            float const mk = toFloat<T>(ldT(mask + (n * a.maskN + och * a.howo + r)));
-            int32_t const yBase = oy * a.strideH - a.padH + i * a.dilationH;
-            int32_t const xBase = ox * a.strideW - a.padW + j * a.dilationW;
-            idx = static_cast<int64_t>(n) * a.xImg; // a harmless in-bounds cell when the sample is 0
-            constexpr float kFar = 1.0e9f;
-            if (fabsf(dy) <= kFar && fabsf(dx) <= kFar)
+            int const e = e0 + b * C::PRODUCERS;
+            int const kp = e / C::BN;
+            int64_t const p = p0 + (e - kp * C::BN);
+            if (e < total && p < a.pixels)
             {
-                float const fy = floorf(dy);
-                float const fx = floorf(dx);
-                int64_t const y0 = static_cast<int64_t>(yBase) + static_cast<int64_t>(fy);
-                int64_t const x0 = static_cast<int64_t>(xBase) + static_cast<int64_t>(fx);
-                float const ly = dy - fy;
-                float const lx = dx - fx;
-                bool const yIn = (y0 >= 0 || (y0 == -1 && ly > 0.0f)) && y0 < a.h;
-                bool const xIn = (x0 >= 0 || (x0 == -1 && lx > 0.0f)) && x0 < a.w;
-                if (yIn && xIn)
-                {
-                    // Row weights (top, bottom) and column weights (left, right) of the 2x2 cell,
-                    // corners outside the plane zeroed, then the cell moved inside the plane.
-                    float wy0 = y0 >= 0 ? (1.0f - ly) : 0.0f;
-                    float wy1 = y0 + 1 < a.h ? ly : 0.0f;
-                    float wx0 = x0 >= 0 ? (1.0f - lx) : 0.0f;
-                    float wx1 = x0 + 1 < a.w ? lx : 0.0f;
-                    int64_t yc = y0;
-                    int64_t xc = x0;
-                    if (y0 < 0)
-                    {
-                        yc = 0; // the bottom row (y0 + 1 = 0) becomes the top row
-                        wy0 = wy1;
-                        wy1 = 0.0f;
-                    }
-                    else if (y0 > a.h - 2)
-                    {
-                        yc = a.h - 2; // y0 = h - 1: the top row becomes the bottom row
-                        wy1 = wy0;
-                        wy0 = 0.0f;
-                    }
-                    if (x0 < 0)
-                    {
-                        xc = 0;
-                        wx0 = wx1;
-                        wx1 = 0.0f;
-                    }
-                    else if (x0 > a.w - 2)
-                    {
-                        xc = a.w - 2;
-                        wx1 = wx0;
-                        wx0 = 0.0f;
-                    }
-                    wv = make_float4(mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1);
-                    idx += NHWC ? (yc * a.w + xc) * a.c : yc * a.w + xc;
-                }
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                int32_t const r = static_cast<int32_t>(p) - static_cast<int32_t>(n) * a.howo;
+                int64_t const och = static_cast<int64_t>(dg) * a.kk + kp;
+                int64_t const oIdx = n * a.offsetN + och * 2 * a.howo + r;
+                dy[b] = ldT(offset + oIdx);
+                dx[b] = ldT(offset + oIdx + a.howo);
+                mk[b] = ldT(mask + (n * a.maskN + och * a.howo + r));
             }
         }
-        int const at = (slot * a.kk + kp) * C::BN + pl;
-        if constexpr (PACK16)
+#pragma unroll
+        for (int b = 0; b < kPlanBatch; ++b)
         {
-            using P2 = typename Pair<T>::type;
-            P2 const top = Pair<T>::two(wv.x, wv.y);
-            P2 const bottom = Pair<T>::two(wv.z, wv.w);
-            uint2 bits;
-            bits.x = *reinterpret_cast<uint32_t const*>(&top);
-            bits.y = *reinterpret_cast<uint32_t const*>(&bottom);
-            *reinterpret_cast<uint2*>(planW + at) = bits;
+            int const e = e0 + b * C::PRODUCERS;
+            if (e >= total)
+                break;
+            int const kp = e / C::BN;
+            int const pl = e - kp * C::BN;
+            int64_t const p = p0 + pl;
+            float4 wv = make_float4(0.f, 0.f, 0.f, 0.f);
+            int64_t idx = 0;
+            if (p < a.pixels)
+            {
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                int32_t const r = static_cast<int32_t>(p) - static_cast<int32_t>(n) * a.howo;
+                planCell(a, kp, n, r, toFloat<T>(dy[b]), toFloat<T>(dx[b]), toFloat<T>(mk[b]), NHWC, wv, idx);
+            }
+            int const at = (slot * a.kk + kp) * C::BN + pl;
+            if constexpr (PACK16)
+            {
+                using P2 = typename Pair<T>::type;
+                P2 const top = Pair<T>::two(wv.x, wv.y);
+                P2 const bottom = Pair<T>::two(wv.z, wv.w);
+                uint2 bits;
+                bits.x = *reinterpret_cast<uint32_t const*>(&top);
+                bits.y = *reinterpret_cast<uint32_t const*>(&bottom);
+                *reinterpret_cast<uint2*>(planW + at) = bits;
+            }
+            else
+            {
+                planW[at] = wv;
+            }
+            planI[at] = idx;
         }
-        else
-        {
-            planW[at] = wv;
-        }
-        planI[at] = idx;
     }
 }
 

@@ -149,7 +149,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     slot = planned < 0 ? dg % a.planSlots : (slot + 1 == a.planSlots ? 0 : slot + 1);
                     barSync(kBarProducers, C::PRODUCERS); // nobody still reads the slot replaced
-                    buildPlan<T, C, true, C::PACK16>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
+                    buildPlan<T, C, true, C::PACK16, C::PLAN_BATCH>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);

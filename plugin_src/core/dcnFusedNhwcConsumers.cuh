@@ -165,39 +165,59 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
         }
         return;
     }
-    // 2-byte outputs: an item is 16 bytes (8 pixels) of one channel, so that a warp's store covers
-    // whole 32-byte sectors.
-    constexpr int VE = 16 / sizeof(T);
-    constexpr int GROUPS = C::BN / VE;
-    // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a
-    // multiple of VE (p0 is a multiple of BN) and out is aligned.
-    bool const imagesAligned = a.howo % VE == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
-    for (int it = tid; it < (rows - r0) * GROUPS; it += C::CONSUMERS)
+    // 2-byte outputs (FP16/BF16; FP32 output is stored above): an item is 16 bytes (8 pixels) of one
+    // channel, so that a warp's store covers whole 32-byte sectors.
+    if constexpr (sizeof(T) == 2)
     {
-        int const c = r0 + it / GROUPS;
-        int const px = (it - (c - r0) * GROUPS) * VE;
-        if (px >= pixLeft)
-            continue;
-        float v[VE];
-        readStaged<C, VE>(sT, c, px, sBias[c], v);
-        int const count = pixLeft - px < VE ? static_cast<int>(pixLeft - px) : VE;
-        int64_t const chan = static_cast<int64_t>(g) * a.mg + m0 + c;
-        int64_t const p = p0 + px;
-        uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-        int64_t const r = p - static_cast<int64_t>(n) * a.howo;
-        if (imagesAligned || r + count <= a.howo)
+        constexpr int VE = 16 / sizeof(T);
+        constexpr int GROUPS = C::BN / VE;
+        // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a
+        // multiple of VE (p0 is a multiple of BN) and out is aligned.
+        bool const imagesAligned = a.howo % VE == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+        // kItems items per thread at a time, their shared-memory reads before their stores: one item
+        // after another, each waited for its reads (only the consumer warps are left to hide that).
+        constexpr int kItems = 4;
+        int const items = (rows - r0) * GROUPS;
+        for (int it0 = tid; it0 < items; it0 += kItems * C::CONSUMERS)
         {
-            storeItem<T, VE>(out + n * a.outImg + chan * a.howo + r, v, imagesAligned && count == VE, count);
-            continue;
-        }
-#pragma unroll
-        for (int i = 0; i < VE; ++i) // the item crosses an image boundary
-        {
-            if (i >= count)
-                break;
-            uint32_t const ni = a.divHoWo.div(static_cast<uint32_t>(p + i));
-            out[ni * a.outImg + chan * a.howo + (p + i - static_cast<int64_t>(ni) * a.howo)]
-                = dcn::simple::fromFloat<T>(v[i]);
+            float v[kItems][VE];
+    #pragma unroll
+            for (int u = 0; u < kItems; ++u)
+            {
+                int const it = it0 + u * C::CONSUMERS;
+                int const c = r0 + it / GROUPS;
+                int const px = (it - (c - r0) * GROUPS) * VE;
+                if (it < items && px < pixLeft)
+                    readStaged<C, VE>(sT, c, px, sBias[c], v[u]);
+            }
+    #pragma unroll
+            for (int u = 0; u < kItems; ++u)
+            {
+                int const it = it0 + u * C::CONSUMERS;
+                int const c = r0 + it / GROUPS;
+                int const px = (it - (c - r0) * GROUPS) * VE;
+                if (it >= items || px >= pixLeft)
+                    continue;
+                int const count = pixLeft - px < VE ? static_cast<int>(pixLeft - px) : VE;
+                int64_t const chan = static_cast<int64_t>(g) * a.mg + m0 + c;
+                int64_t const p = p0 + px;
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                int64_t const r = p - static_cast<int64_t>(n) * a.howo;
+                if (imagesAligned || r + count <= a.howo)
+                {
+                    storeItem<T, VE>(out + n * a.outImg + chan * a.howo + r, v[u], imagesAligned && count == VE, count);
+                    continue;
+                }
+    #pragma unroll
+                for (int i = 0; i < VE; ++i) // the item crosses an image boundary
+                {
+                    if (i >= count)
+                        break;
+                    uint32_t const ni = a.divHoWo.div(static_cast<uint32_t>(p + i));
+                    out[ni * a.outImg + chan * a.howo + (p + i - static_cast<int64_t>(ni) * a.howo)]
+                        = dcn::simple::fromFloat<T>(v[u][i]);
+                }
+            }
         }
     }
 }

@@ -27,6 +27,7 @@ struct NTile
     // The table entry these parameters come from (its shape fields: the shared-memory sizes below
     // are tileSmemBytes' terms, the host's numbers).
     static constexpr TileShape SHAPE{BM_, BN_, WARPS_M_, CW_, PW_, STAGES_, true, BK_, ASYNC_A_, TMA_A_, WG_, PREGS_};
+    static constexpr int ELEM_BYTES = sizeof(T);
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int BK = BK_; // one block of BK channels at one kernel point
@@ -92,6 +93,12 @@ struct NTile
     // chunks. Producers of 80 registers (wg-256x64-p16, wg-256x64-tf32) hold 3: corner loads two chunks ahead.
     static constexpr int PD = PREGS >= 80 ? 3 : PREGS > 0 ? 2 : SUB > 1 ? 3
         : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
+    // Sampling-plan entries whose offset and mask loads a producer thread has in flight at once
+    // (buildPlan). One entry after another, the plan took 3-4.6 us of a 10-27 us block on an H200
+    // (per-block timestamps), most of it waiting on memory. 2 for FP16/BF16 where ptxas reports no
+    // more spills than with 1 (-Xptxas -warn-spills, sm_90a): the tiles with a register split or 4
+    // TMA stages; the other FP16/BF16 tiles spill more with 2. FP32 keeps 1 (not measured with 2).
+    static constexpr int PLAN_BATCH = sizeof(T) == 2 && (PREGS_ > 0 || (TMA_A_ && STAGES_ >= 4)) ? 2 : 1;
     static constexpr int A_VECS = BM * BK / VEC;
     // SPLIT = 2 (FP32 warpgroup tiles in 3xTF32): each stage holds every operand twice, its TF32
     // big part and then its TF32 small part (A_HALF, B_HALF bytes further), as the prep kernel
