@@ -86,15 +86,17 @@ def main() -> int:
                     continue
                 check_close(out, ref, dtype, absref if dtype != "float32" else None)
                 runs += 1
-    # Split-K: a few split counts of the 32- and 64-channel-chunk tiles (partial sums + reduction).
-    from test_core_gpu_split import FP16_ONLY_TILES, SPLIT_CASES
+    # Split-K: every tile that splits K and takes the element type on this device (the library's
+    # tile table, as tests/test_core_gpu_split.py reads it; SANITIZE_FUSED_TILES limits them), at
+    # 2, 3 or 4 splits in turn (partial sums and the reduction kernel, or AUTO's clusters).
+    from test_core_gpu_split import SPLIT_CASES, split_tiles_for
 
     for case in SPLIT_CASES:
         for dtype in DTYPES:
             inputs, ref, absref = inputs_refs(case, dtype)
-            for tile, splits in ((7, 2), (7, 4), (10, 3), (11, 2)):
-                if dtype == "float32" and tile in FP16_ONLY_TILES:
-                    continue
+            split_tiles = [t for t in split_tiles_for(lib, dtype) if not wanted or t in tiles]
+            for i, tile in enumerate(split_tiles):
+                splits = 2 + i % 3
                 out = run_core(lib, case, dtype, inputs, core_fused.fused_algo(tile, splits))
                 check_close(out, ref, dtype, absref if dtype != "float32" else None)
                 runs += 1

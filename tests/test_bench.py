@@ -256,6 +256,43 @@ def test_modules_import_without_cupy_or_torch():
     assert proc.returncode == 0, proc.stderr + proc.stdout
 
 
+def _local_imports(path: Path) -> list[tuple[str, list[str], int]]:
+    """(module, names, line) of every ``from M import names`` in a bench script whose M is one of
+    the repository's own modules (bench/*.py, tests/*.py, tests/support/*.py), at any depth (the
+    GPU drivers import the test modules inside main())."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom) or node.level or node.module is None:
+            continue
+        parts = node.module.split(".")
+        if len(parts) == 1:
+            files = (BENCH / f"{parts[0]}.py", REPO / "tests" / f"{parts[0]}.py")
+        elif len(parts) == 2 and parts[0] == "support":
+            files = (REPO / "tests" / "support" / f"{parts[1]}.py",)
+        else:
+            files = ()
+        if any(f.exists() for f in files):
+            found.append((node.module, [a.name for a in node.names], node.lineno))
+    return found
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
+def test_bench_scripts_import_only_names_their_modules_define(script: str):
+    """A bench script runs on the GPU machine only, where a renamed test helper shows up as an
+    ImportError halfway through a device run (bench/core_sanitize.py did): every name it imports
+    from the repository's own modules must exist there."""
+    import importlib
+
+    sys.path.insert(0, str(REPO / "tests"))
+    missing = []
+    for module, names, line in _local_imports(BENCH / script):
+        mod = importlib.import_module(module)
+        missing += [f"{script}:{line}: {module}.{n}" for n in names if n != "*" and not hasattr(mod, n)]
+    assert not missing, "names that no longer exist: " + ", ".join(missing)
+
+
 def test_shell_scripts_parse():
     for script in ("bench/baseline/build.sh", "bench/dcn_bench.sh"):
         proc = subprocess.run(["bash", "-n", script], cwd=REPO, capture_output=True, text=True, check=False)
