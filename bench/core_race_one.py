@@ -1,13 +1,15 @@
 """One fused-kernel run of one test case with one forced tile, for compute-sanitizer (racecheck):
 
-    compute-sanitizer --tool racecheck --print-limit 3 python3 bench/core_race_one.py 9 float32 nonsquare_all
-    compute-sanitizer --tool racecheck python3 bench/core_race_one.py 26 float16 s_c256_dg2 --splits 4
+    compute-sanitizer --tool racecheck --print-limit 3 \
+        python3 bench/core_race_one.py regs-128x64 float32 nonsquare_all
+    compute-sanitizer --tool racecheck \
+        python3 bench/core_race_one.py wg-256x64-p16 float16 s_c256_dg2 --splits 4
 
-Arguments: tile index (``ALGO_FUSED_TILE + tile``), dtype (float32, float16, bfloat16), a case
-name from tests/test_core_gpu.py (CASES), tests/test_core_gpu_fused.py (FUSED_CASES) or
-tests/test_core_gpu_split.py (SPLIT_CASES), and optionally the K splits (``--tf32``: float32 in TF32
-mode). CuPy's memory pool is off so that every tensor is its own allocation. Prints the max
-|out - ref|.
+Arguments: the tile's name (``dcnFusedTileInfo``) or index (``ALGO_FUSED_TILE + index``), dtype
+(float32, float16, bfloat16), a case name from tests/test_core_gpu.py (CASES),
+tests/test_core_gpu_fused.py (FUSED_CASES) or tests/test_core_gpu_split.py (SPLIT_CASES), and
+optionally the K splits (``--tf32``: float32 in TF32 mode). CuPy's memory pool is off so that
+every tensor is its own allocation. Prints the max |out - ref|.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def main() -> int:
     from test_core_gpu_split import SPLIT_CASES
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("tile", type=int)
+    ap.add_argument("tile", help="tile name (e.g. wg-256x64-p16) or index")
     ap.add_argument("dtype", choices=["float32", "float16", "bfloat16"])
     cases = CASES + FUSED_CASES + SPLIT_CASES
     ap.add_argument("case", choices=[c.name for c in cases])
@@ -39,12 +41,16 @@ def main() -> int:
     ap.add_argument("--tf32", action="store_true", help="float32 in the opt-in TF32 mode (default: 3xTF32)")
     args = ap.parse_args()
     lib = core.load(ensure_core_built())
+    (tile,) = core_fused.tile_indices(args.tile, lib)
     case = next(c for c in cases if c.name == args.case)
     inputs, ref, _ = inputs_refs(case, args.dtype)
     math = core.MATH_TF32 if args.tf32 else core.MATH_ACCURATE
-    out = run_core(lib, case, args.dtype, inputs, core_fused.fused_algo(args.tile, args.splits), math=math)
+    out = run_core(lib, case, args.dtype, inputs, core_fused.fused_algo(tile, args.splits), math=math)
     err = float(abs(out - ref).max())
-    print(f"tile {args.tile} {args.dtype} {args.case} {args.splits} splits: max |out - ref| = {err:.3e}")
+    print(
+        f"tile {args.tile} ({tile}) {args.dtype} {args.case} {args.splits} splits: "
+        f"max |out - ref| = {err:.3e}"
+    )
     return 0
 
 

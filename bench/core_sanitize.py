@@ -69,13 +69,14 @@ def main() -> int:
                 check_close(out, ref, dtype, absref if fused16 else None)
                 runs += 1
     # The fused kernels on their own grid (channel-vectorised tiles included), every tile once;
-    # SANITIZE_FUSED_TILES=a,b limits the tiles (racecheck is slow on the large shared tiles).
+    # SANITIZE_FUSED_TILES=<names or indices, comma-separated> limits the tiles (racecheck is slow
+    # on the large shared tiles).
     import os
 
     from test_core_gpu_fused import FUSED_CASES
 
     wanted = os.environ.get("SANITIZE_FUSED_TILES")
-    tiles = [int(t) for t in wanted.split(",")] if wanted else list(range(core_fused.fused_tile_count(lib)))
+    tiles = core_fused.tile_indices(wanted, lib) if wanted else list(range(core_fused.fused_tile_count(lib)))
     for case in FUSED_CASES:
         for dtype in DTYPES:
             inputs, ref, absref = inputs_refs(case, dtype)

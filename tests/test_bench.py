@@ -293,6 +293,39 @@ def test_bench_scripts_import_only_names_their_modules_define(script: str):
     assert not missing, "names that no longer exist: " + ", ".join(missing)
 
 
+def _tile_names() -> list[str]:
+    """kTileNames of the core (plugin_src/core/dcnFusedChoice.cu), in table order."""
+    import re
+
+    text = (REPO / "plugin_src" / "core" / "dcnFusedChoice.cu").read_text()
+    body = re.search(r"kTileNames\[kTileCount\] = \{(.*?)\};", text, re.S)
+    assert body, "kTileNames not found"
+    return re.findall(r'"([^"]+)"', body.group(1))
+
+
+def test_documented_sanitizer_commands_name_tiles_that_exist():
+    """The tile lists of SANITIZE_FUSED_TILES and core_race_one.py in the docs and the bench scripts:
+    names the core has, or indices inside its table (indices of an older table once sat there)."""
+    import re
+
+    names = _tile_names()
+    assert len(names) >= 20 and len(set(names)) == len(names)
+    files = [*sorted((REPO / "docs").glob("*.md")), REPO / "README.md", *sorted(BENCH.glob("*.py"))]
+    bad, seen = [], 0
+    for path in files:
+        text = path.read_text()
+        specs = re.findall(r"SANITIZE_FUSED_TILES=([\w.,-]+)", text)
+        specs += re.findall(r"core_race_one\.py ([\w.-]+) (?:float32|float16|bfloat16)", text)
+        for spec in specs:
+            for item in filter(None, spec.split(",")):
+                seen += 1
+                ok = int(item) < len(names) if item.isdigit() else item in names
+                if not ok:
+                    bad.append(f"{path.relative_to(REPO)}: {item}")
+    assert seen >= 4, "no tile lists found: the patterns no longer match the docs"
+    assert not bad, "tiles the core does not have: " + ", ".join(bad)
+
+
 def test_shell_scripts_parse():
     for script in ("bench/baseline/build.sh", "bench/dcn_bench.sh"):
         proc = subprocess.run(["bash", "-n", script], cwd=REPO, capture_output=True, text=True, check=False)

@@ -109,6 +109,18 @@ def test_tile_runs_follows_the_default_build(lib: ctypes.CDLL) -> None:
     assert not core_fused.tile_infos(lib)[0].runs_on(70)
 
 
+def test_tile_lists_take_names_and_indices(lib: ctypes.CDLL) -> None:
+    # SANITIZE_FUSED_TILES and bench/core_race_one.py read tiles this way.
+    infos = core_fused.tile_infos(lib)
+    last = infos[-1]
+    assert core_fused.tile_indices(f"{infos[3].name}, {last.index},{infos[0].name}", lib) == [3, last.index, 0]
+    assert core_fused.tile_indices("", lib) == []
+    with pytest.raises(KeyError, match="no fused tile named 'wg-1x1'"):
+        core_fused.tile_indices("wg-1x1", lib)
+    with pytest.raises(ValueError, match="outside"):
+        core_fused.tile_indices(str(len(infos)), lib)
+
+
 def test_split_reduce_takes_its_three_modes_only(lib: ctypes.CDLL) -> None:
     """dcnSetSplitReduce: 0 (clusters where they pay), 1 (reduction kernel), 2 (clusters or
     unsupported); anything else is an invalid argument and leaves the mode as it was."""

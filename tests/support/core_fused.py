@@ -205,3 +205,24 @@ def tile_index(name: str, lib: ctypes.CDLL | None = None) -> int:
         if tile.name == name:
             return tile.index
     raise KeyError(f"no fused tile named {name!r}")
+
+
+def tile_indices(spec: str, lib: ctypes.CDLL | None = None) -> list[int]:
+    """Tiles named in a comma-separated ``spec`` by name (``"wg-256x64-p16"``, which stays valid when
+    the table changes) or by index (``"20"``), in that order.
+
+    Raises:
+        KeyError: a name the library has no tile for.
+        ValueError: an index outside the library's table.
+    """
+    count = fused_tile_count(lib)
+    out = []
+    for item in (t.strip() for t in spec.split(",")):
+        if not item:
+            continue
+        index = int(item) if item.isdigit() else tile_index(item, lib)
+        if not 0 <= index < count:
+            raise ValueError(f"tile index {index} is outside the library's {count} tiles")
+        out.append(index)
+    return out
+
