@@ -113,7 +113,8 @@ def test_tile_lists_take_names_and_indices(lib: ctypes.CDLL) -> None:
     # SANITIZE_FUSED_TILES and bench/core_race_one.py read tiles this way.
     infos = core_fused.tile_infos(lib)
     last = infos[-1]
-    assert core_fused.tile_indices(f"{infos[3].name}, {last.index},{infos[0].name}", lib) == [3, last.index, 0]
+    spec = f"{infos[3].name}, {last.index},{infos[0].name}"
+    assert core_fused.tile_indices(spec, lib) == [3, last.index, 0]
     assert core_fused.tile_indices("", lib) == []
     with pytest.raises(KeyError, match="no fused tile named 'wg-1x1'"):
         core_fused.tile_indices("wg-1x1", lib)
