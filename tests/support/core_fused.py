@@ -225,4 +225,3 @@ def tile_indices(spec: str, lib: ctypes.CDLL | None = None) -> list[int]:
             raise ValueError(f"tile index {index} is outside the library's {count} tiles")
         out.append(index)
     return out
-
