@@ -203,20 +203,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             for (int j = 0; j < C::PXT; ++j)
                 nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
         };
-        // Weight tile of chunk kc into its stage (TMA tiles, one thread). The barrier on EMPTY before
-        // it ordered the consumers' reads of the stage's previous use before this thread.
-        auto loadA = [&](int kc) {
-            int const s = kc % C::STAGES;
-            uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
-            fenceProxyAsync();
-            mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
-            tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
-            if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
-                tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
-                    a.cout + g * a.mg + m0, fullA + 8 * s);
-        };
-        // Chunks below earlyA had their weight tiles requested before the sampling plan (see below).
-        int earlyA = 0;
         auto finish = [&](int kc, int h, Regs const& R) {
             int const s = kc % C::STAGES;
             if (h == 0 && kc >= C::STAGES)
@@ -227,8 +213,16 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
             if constexpr (C::TMA_A)
             {
-                if (h == 0 && ptid == 0 && kc >= earlyA)
-                    loadA(kc);
+                if (h == 0 && ptid == 0)
+                {
+                    // The barrier above ordered the consumers' reads of stage s before this thread.
+                    fenceProxyAsync();
+                    mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
+                    tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
+                    if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
+                        tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
+                            a.cout + g * a.mg + m0, fullA + 8 * s);
+                }
             }
             else if constexpr (C::ASYNC_A)
             {
@@ -293,25 +287,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         // overlaps the prep kernel, whose outputs (xh, wp) are read only after this wait. Without a
         // prep kernel (a.waitFirst) the previous kernel may still be writing offset and mask.
         if (a.waitFirst)
-        {
             gridDependencyWait();
-            // No prep kernel: the weights were prepared before this launch, so the first stages'
-            // weight tiles can be on their way while the plan is built.
-            if constexpr (C::TMA_A)
-            {
-                earlyA = min(nChunks, C::STAGES);
-                if (ptid == 0)
-                    for (int kc = 0; kc < earlyA; ++kc)
-                        loadA(kc);
-#ifndef DCN_EXP_NO_HINT
-                for (int kc = earlyA + ptid; kc < nChunks; kc += C::PRODUCERS)
-                    prefetchTile2d(&tmA, (kc0 + kc) * C::BK, g * a.mg + m0);
-                if (nChunks > 0)
-                    prefetchInput<T, C>(a, xh, p0, g * a.cg + (kc0 / a.kk) * C::BK,
-                        ((kc0 + nChunks - 1) / a.kk - kc0 / a.kk + 1) * C::BK, ptid);
-#endif
-            }
-        }
         if (nChunks > 0)
             ensurePlan();
         if (!a.waitFirst)

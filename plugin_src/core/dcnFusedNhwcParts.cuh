@@ -6,7 +6,6 @@
 #define DCN_FUSED_NHWC_PARTS_CUH
 
 #include "dcnFusedCommon.cuh"
-#include "dcnFusedTma.cuh"
 
 namespace dcn
 {
@@ -65,58 +64,6 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
         o[i] = fromFloat<T>(sv);
     }
     return res;
-}
-
-/* An L2 hint for the input a block reads (producer threads, sm_90): the NHWC rows of every image its
- * pixel tile [p0, p0 + BN) touches, from the rows of its kernel window less kRowMargin rows to the
- * bottom row of its cells plus kRowMargin (offsets are small in trained models; samples further
- * away only miss the hint), channels [cLo, cLo + cCount) of each pixel: whole rows in one piece
- * per image where that is every channel, else one piece per pixel. Results do not depend on it. */
-template <typename T, class C>
-__device__ __forceinline__ void prefetchInput(FusedArgs const& a, T const* xh, int64_t p0, int cLo, int cCount, int ptid)
-{
-    constexpr int kRowMargin = 2;
-    constexpr int64_t kPiece = 32768; // bytes per bulk prefetch of whole rows
-    int64_t const pLast = min(p0 + C::BN, static_cast<int64_t>(a.pixels)) - 1;
-    if (pLast < p0)
-        return;
-    int const n0 = static_cast<int>(a.divHoWo.div(static_cast<uint32_t>(p0)));
-    int const n1 = static_cast<int>(a.divHoWo.div(static_cast<uint32_t>(pLast)));
-    int const oy0 = static_cast<int>(a.divWo.div(static_cast<uint32_t>(p0 - static_cast<int64_t>(n0) * a.howo)));
-    int const oy1 = static_cast<int>(a.divWo.div(static_cast<uint32_t>(pLast - static_cast<int64_t>(n1) * a.howo)));
-    int const ho = a.howo / a.wo;
-    int const kh = a.kk / a.kw;
-    int const all = cCount == a.c;
-    int64_t const pixelBytes = static_cast<int64_t>(a.c) * static_cast<int64_t>(sizeof(T));
-    int item = 0; // pieces handed out so far, round robin over the producer threads
-    for (int n = n0; n <= n1; ++n)
-    {
-        int const oyA = n == n0 ? oy0 : 0;
-        int const oyB = n == n1 ? oy1 : ho - 1;
-        int const yLo = max(0, oyA * a.strideH - a.padH - kRowMargin);
-        int const yHi = min(a.h - 1, oyB * a.strideH - a.padH + (kh - 1) * a.dilationH + 1 + kRowMargin);
-        if (yHi < yLo)
-            continue;
-        char const* const rows = reinterpret_cast<char const*>(xh + (static_cast<int64_t>(n) * a.h + yLo) * a.w * a.c);
-        if (all)
-        {
-            int64_t const bytes = static_cast<int64_t>(yHi - yLo + 1) * a.w * pixelBytes;
-            for (int64_t off = 0; off < bytes; off += kPiece, ++item)
-            {
-                if (item % C::PRODUCERS == ptid)
-                    prefetchL2(rows + off, static_cast<uint32_t>(min(kPiece, bytes - off)));
-            }
-        }
-        else
-        {
-            int const count = (yHi - yLo + 1) * a.w;
-            int const first = ((ptid - item) % C::PRODUCERS + C::PRODUCERS) % C::PRODUCERS;
-            for (int i = first; i < count; i += C::PRODUCERS)
-                prefetchL2(rows + i * pixelBytes + static_cast<int64_t>(cLo) * static_cast<int64_t>(sizeof(T)),
-                    static_cast<uint32_t>(cCount * static_cast<int>(sizeof(T))));
-            item += count;
-        }
-    }
 }
 
 } // namespace fused

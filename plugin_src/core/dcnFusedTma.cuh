@@ -110,25 +110,6 @@ __device__ __forceinline__ void tmaLoad2d(uint32_t dst, CUtensorMap const* map, 
 #endif
 }
 
-/* L2 hints (sm_90; no effect on results): `bytes` (a multiple of 16, p 16-byte aligned) from p into
- * L2, and the box of `map` at (c0, c1) into L2. No-ops below sm_90. */
-__device__ __forceinline__ void prefetchL2(void const* p, uint32_t bytes)
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(p)), "r"(bytes)
-                 : "memory");
-#endif
-}
-__device__ __forceinline__ void prefetchTile2d(CUtensorMap const* map, int c0, int c1)
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                     reinterpret_cast<uint64_t>(map)),
-        "r"(c0), "r"(c1)
-        : "memory");
-#endif
-}
-
 /* Programmatic dependent launch (sm_90): the dependent kernel may start before this one ends
  * (trigger), and waits for it to complete and flush its memory where it reads its outputs (wait).
  * Both are no-ops when the launch did not ask for it, and below sm_90. */
