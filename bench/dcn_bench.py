@@ -192,8 +192,10 @@ def environment(args: argparse.Namespace, libs: dict) -> dict:
     )
     meta["nvidia_smi"] = text.strip() if rc == 0 else None
     meta["driver"] = text.split(",")[0].strip() if rc == 0 else None
+    # DCN_BENCH_GIT names the commit where the tree that runs is a copy without its repository's
+    # HEAD (the GPU machine's copy of a working tree).
     rc, text = _run(["git", "rev-parse", "--short", "HEAD"], timeout=20)
-    meta["git"] = text.strip() if rc == 0 else None
+    meta["git"] = os.environ.get("DCN_BENCH_GIT") or (text.strip() if rc == 0 else None)
     for mod in ("torch", "torchvision"):
         try:
             meta[mod] = __import__(mod).__version__
