@@ -1,11 +1,14 @@
 """Plot and docs page from the JSON of bench/dcn_bench.py (runs anywhere; no GPU needed).
 
     python3 bench/dcn_bench_plot.py RESULTS.json [--png docs/benchmarks.png]
-        [--docs docs/benchmarks.md] [--command "the exact device command"]
+        [--docs docs/benchmarks_h200_tables.md] [--command "the exact device command"]
+        [--previous OLD_RESULTS.json]
 
 --png: time per call per shape and implementation, log scale, one panel per precision (FP16 and
 FP32 by default; --panels fp16,bf16,fp32,tf32 for more); needs matplotlib (pip install matplotlib).
---docs: writes the page (GPU, driver, versions, command, method, peaks, acceptance, tables, plot).
+--docs: writes the tables page (GPU, driver, versions, command, method, peaks, acceptance, tables,
+plot); docs/benchmarks.md, written by hand, reads it. --previous: how each implementation's times and
+errors changed against an earlier run (printed, and on the page).
 """
 
 from __future__ import annotations
@@ -120,8 +123,11 @@ def plot(result: dict, png: str | os.PathLike, panels: list[str]) -> None:
     plt.close(fig)
 
 
-def render_docs(result: dict, *, command: str | None = None, png_name: str | None = None) -> str:
-    """The docs/benchmarks.md text for one result."""
+def render_docs(
+    result: dict, *, command: str | None = None, png_name: str | None = None, previous: dict | None = None
+) -> str:
+    """The tables page for one result (docs/benchmarks_h200_tables.md); with ``previous``, also how
+    each implementation's times and errors changed against that earlier result."""
     meta = result.get("meta", {})
     cmd = command or meta.get("command", "?")
     lines = [
@@ -143,7 +149,9 @@ def render_docs(result: dict, *, command: str | None = None, png_name: str | Non
         "```",
         "",
         "Implementations: **fused** — our fused tensor-core kernel (`kDCN_ALGO_FUSED`; FP32 rows in "
-        "accurate mode, TF32 rows with `kDCN_MATH_TF32`); **simple** — our SIMT reference kernel; "
+        "accurate mode, TF32 rows with `kDCN_MATH_TF32`) with x NCHW and the weights permuted on every "
+        "call; **engine** — the same kernel as a TensorRT engine with constant weights runs it: x "
+        "channel-last, weights prepared once, no prep pass; **simple** — our SIMT reference kernel; "
         "**baseline** — `bench/baseline/im2col_cublas.cu`, the algorithm of TensorRT's built-in "
         "ModulatedDeformConv2d plugin (per-image deformable im2col, one GEMM per group: Sgemm for FP32, "
         "FP16-accumulating Hgemm for FP16, GemmEx BF16/FP32-compute for BF16, then a separate bias pass); "
@@ -155,14 +163,29 @@ def render_docs(result: dict, *, command: str | None = None, png_name: str | Non
         "replays of one CUDA graph holding R consecutive calls that rotate among buffer sets totalling "
         "more than 2× the L2, divided by R. Peaks: a torch matmul of "
         f"{meta.get('peak_matmul_size', '?')}³ on random data. Errors against torchvision in float64 "
-        "on the same rounded inputs.",
+        "on float64 copies of the same rounded inputs.",
         "",
-        "## Acceptance bars (issue 4)",
+        "## Acceptance bars",
         "",
         "```",
         *report.acceptance(result),
         "```",
         "",
+    ]
+    if previous is not None:
+        pm = previous.get("meta", {})
+        lines += [
+            f"## Against the run of {pm.get('date_utc', '?')} UTC (commit {pm.get('git') or '?'})",
+            "",
+            "Time per call, new against old, over the layers both runs timed; the largest max-relative "
+            "error of each.",
+            "",
+            "```",
+            *report.changes(result, previous),
+            "```",
+            "",
+        ]
+    lines += [
         "## Results",
         "",
     ]
@@ -180,14 +203,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", help="results.json of bench/dcn_bench.py, or its printed output (.txt/.log)")
     ap.add_argument("--png", default=None, help="write the plot here (needs matplotlib)")
     ap.add_argument("--panels", default="fp16,fp32", help="precisions, one panel each (default fp16,fp32)")
-    ap.add_argument("--docs", default=None, help="write the docs page here (e.g. docs/benchmarks.md)")
+    ap.add_argument("--docs", default=None, help="write the tables page here (docs/benchmarks_h200_tables.md)")
     ap.add_argument("--command", default=None, help="the exact command to show (default: the recorded one)")
+    ap.add_argument(
+        "--previous",
+        default=None,
+        help="an earlier results.json: print (and put on the page) how times changed",
+    )
     args = ap.parse_args(argv)
     try:
         result = load(args.results)
+        previous = load(args.previous) if args.previous else None
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if previous is not None:
+        print("\n".join(report.changes(result, previous)))
     png_name = None
     if args.png:
         try:
@@ -200,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             png_name = os.path.relpath(Path(args.png).resolve(), Path(args.docs).resolve().parent)
     if args.docs:
         Path(args.docs).write_text(
-            render_docs(result, command=args.command, png_name=png_name), encoding="utf-8"
+            render_docs(result, command=args.command, png_name=png_name, previous=previous), encoding="utf-8"
         )
         print(f"wrote {args.docs}")
     if not args.png and not args.docs:

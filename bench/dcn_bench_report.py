@@ -41,10 +41,11 @@ def other_row(idx: dict, shape: str, precision: str, impl: str) -> dict | None:
     return idx.get((shape, _COMPARE.get(precision, precision), impl))
 
 
-def ratios(idx: dict, shape: str, precision: str) -> dict[str, float | None]:
-    """Speed-up of the fused kernel (the ``fused`` rows: x NCHW, weights permuted per call) over each
-    other implementation (their µs / fused µs)."""
-    fused = _us(idx.get((shape, precision, "fused")))
+def ratios(idx: dict, shape: str, precision: str, path: str = "fused") -> dict[str, float | None]:
+    """Speed-up of one path of the fused kernel over each other implementation (their µs / its µs):
+    ``fused`` (x NCHW, weights permuted on every call) or ``fused-engine`` (x channel-last, weights
+    prepared once: what a TensorRT engine with constant weights runs)."""
+    fused = _us(idx.get((shape, precision, path)))
     out: dict[str, float | None] = {}
     for impl in OTHER_IMPLS:
         other = _us(other_row(idx, shape, precision, impl))
@@ -137,10 +138,17 @@ def implied_peak(result: dict, prec: str, impl: str, factor: float) -> list[tupl
     return sorted(out, key=lambda t: -t[1])
 
 
+#: The fused paths the bars are evaluated on, the engine path first (the issue's bars are about it).
+PATHS = (("fused-engine", "engine path"), ("fused", "NCHW path"))
+
+
 def acceptance(result: dict) -> list[str]:
-    """The acceptance bars of issue 4, evaluated on this result (PASS / FAIL / n.a. per bar), each
-    FP16/BF16 ratio bar followed by a "need" line: the fraction of the measured peak its target
-    implies on the shape where it is highest (implied_peak)."""
+    """The speed bars of the current issue (17), evaluated on this result for each fused path
+    (PATHS): PASS / FAIL / n.a. per bar, each 2.5x bar followed by a "need" line (the fraction of
+    the measured peak its target implies on the layer where it is highest, implied_peak). The bars:
+    FP16 and BF16 at least 2.5x the baseline on every layer with 128 or more output channels, FP16
+    at least torchvision's speed on every layer, FP16 tensor work at least 40% of the measured peak
+    on R50-c4 and 60% on BEVFormer-c4. Then one line: the FP32 error against the simple kernel's."""
     idx = index(result.get("rows", []))
     shapes = {s["name"]: s for s in result.get("shapes", [])}
     lines = []
@@ -150,7 +158,7 @@ def acceptance(result: dict) -> list[str]:
         if not got:
             lines.append(f"n.a.  {label}: no shape has both times")
             return
-        worst = min(got, key=lambda t: t[1]) if ok is not None else got[0]
+        worst = min(got, key=lambda t: t[1])
         failed = [n for n, v in got if not ok(v)]
         missing = len(values) - len(got)
         verdict = "FAIL" if failed else ("PASS" if not missing else "part")
@@ -160,35 +168,31 @@ def acceptance(result: dict) -> list[str]:
             + (f"; failing: {', '.join(failed)}" if failed else "")
         )
 
-    for prec in ("fp16", "bf16"):
-        big = [n for n, s in shapes.items() if s["cout"] >= 128 and (n, prec, "fused") in idx]
-        allp = [n for n in shapes if (n, prec, "fused") in idx]
-        for impl in ("baseline", "torchvision"):
-            vals = [(n, ratios(idx, n, prec)[impl]) for n in big]
-            bar(f"{prec} x{impl} >= 2.5 (Cout >= 128)", vals, lambda v: v >= 2.5)
-            need = [t for t in implied_peak(result, prec, impl, 2.5) if t[0] in big]
+    for path, what in PATHS:
+        if not any(k[2] == path for k in idx):
+            continue
+        for prec in ("fp16", "bf16"):
+            big = [n for n, s in shapes.items() if s["cout"] >= 128 and (n, prec, path) in idx]
+            vals = [(n, ratios(idx, n, prec, path)["baseline"]) for n in big]
+            bar(f"{what}: {prec} xbaseline >= 2.5 (Cout >= 128)", vals, lambda v: v >= 2.5)
+            need = [t for t in implied_peak(result, prec, "baseline", 2.5) if t[0] in big]
             if need:
                 lines.append(
-                    f"need  {prec} x{impl} >= 2.5: a call at {100 * need[0][1]:.0f}% of the measured "
-                    f"{prec} peak on {need[0][0]} (its FLOPs alone)"
+                    f"need  {what}: {prec} xbaseline >= 2.5: a call at {100 * need[0][1]:.0f}% of the "
+                    f"measured {prec} peak on {need[0][0]} (its FLOPs alone)"
                 )
+        allp = [n for n in shapes if (n, "fp16", path) in idx]
         bar(
-            f"{prec} xbaseline >= 1.0 (all shapes)",
-            [(n, ratios(idx, n, prec)["baseline"]) for n in allp],
+            f"{what}: fp16 xtorchvision >= 1.0 (all shapes)",
+            [(n, ratios(idx, n, "fp16", path)["torchvision"]) for n in allp],
             lambda v: v >= 1.0,
         )
-        for name, need in (("bev-c4", 0.60), ("r50-c4", 0.40)):
-            row = idx.get((name, prec, "fused"))
+        for name, need in (("r50-c4", 0.40), ("bev-c4", 0.60)):
+            row = idx.get((name, "fp16", path))
             frac = row.get("frac_peak") if row and row.get("status") == "ok" else None
             if row is not None:
-                bar(f"{prec} {name} fraction of peak >= {need:.2f}", [(name, frac)], lambda v, n=need: v >= n)
-    for prec, need in (("fp32", 1.3), ("tf32", 3.0)):
-        names = [n for n in shapes if (n, prec, "fused") in idx]
-        bar(
-            f"{prec} xbaseline(fp32) >= {need}",
-            [(n, ratios(idx, n, prec)["baseline"]) for n in names],
-            lambda v, n=need: v >= n,
-        )
+                label = f"{what}: fp16 {name} fraction of peak >= {need:.2f}"
+                bar(label, [(name, frac)], lambda v, n=need: v >= n)
     errs = []
     for n in shapes:
         f, s = idx.get((n, "fp32", "fused")), idx.get((n, "fp32", "simple"))
@@ -199,6 +203,39 @@ def acceptance(result: dict) -> list[str]:
         worst = max(errs, key=lambda t: t[1])
         verdict = "PASS" if worst[1] <= 1.0 else "FAIL"
         lines.append(f"{verdict:5s} fp32 fused error <= simple's: worst ratio {worst[0]} {worst[1]:.2f}")
+    return lines
+
+
+def changes(result: dict, previous: dict) -> list[str]:
+    """Per (implementation, precision) present in both results: how the time per call changed from
+    ``previous`` to ``result`` over the layers timed in both (median, least and most, and the layer of
+    the most), and the largest max-relative error in each. For the bars "no slower than today" and
+    "errors no worse than today"; run-to-run spread is the reader's to judge."""
+    new, old = index(result.get("rows", [])), index(previous.get("rows", []))
+    lines = []
+    impls = [i for i in IMPLS if any(k[2] == i for k in new)]
+    for impl in impls:
+        for prec in (p.name for p in PRECISIONS):
+            pairs = []
+            err_new = err_old = None
+            for key, row in new.items():
+                if key[1:] != (prec, impl) or _us(row) is None or _us(old.get(key)) is None:
+                    continue
+                pairs.append((key[0], row["us"] / old[key]["us"] - 1.0))
+                if row.get("max_rel_err") is not None and old[key].get("max_rel_err") is not None:
+                    err_new = max(err_new or 0.0, row["max_rel_err"])
+                    err_old = max(err_old or 0.0, old[key]["max_rel_err"])
+            if not pairs:
+                continue
+            ch = sorted(c for _, c in pairs)
+            mid = len(ch) // 2
+            median = ch[mid] if len(ch) % 2 else (ch[mid - 1] + ch[mid]) / 2
+            most = max(pairs, key=lambda t: t[1])
+            err = f"; max error {err_old:.1e} -> {err_new:.1e}" if err_new is not None else ""
+            lines.append(
+                f"{impl:13s}{prec:5s} {len(pairs):2d} layers: median {100 * median:+.1f}%, "
+                f"{100 * ch[0]:+.1f}% .. {100 * most[1]:+.1f}% ({most[0]}){err}"
+            )
     return lines
 
 

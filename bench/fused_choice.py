@@ -1,10 +1,11 @@
 """What kDCN_ALGO_AUTO runs for every benchmark layer and precision on a given device, from the
-host-only ``dcnFusedChoice`` (no GPU needed; tile numbers as in plugin_src/core/dcnFusedTiles.h):
+host-only ``dcnFusedChoice`` (no GPU needed; tiles by their names in plugin_src/core/dcnFusedTiles.h):
 
     python3 bench/fused_choice.py [--sms 132 --smem 232448 --cc 9] [--lib build/libdcnconvert_core.so]
 
-Prints one line per layer: the tile and K split count per precision ("simple" where no fused tile
-applies).
+Prints one line per layer and precision: the tile, ``/sK`` for K split K ways, ``+T/sK`` for a split
+tail (the last T pixel tiles as a second launch with K split K ways), or "simple" where no fused
+tile applies.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from support import (
 )
 
 
-def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int], lib) -> str:
-    """``t<tile>`` or ``t<tile>/s<splits>``, or ``simple``."""
+def choice_for(
+    shape: Shape, dtype: int, math: int, device: tuple[int, int, int], lib, names: list[str]
+) -> str:
+    """``<tile name>``, ``<tile name>/s<splits>`` or ``<tile name>+<tail tiles>/s<tail splits>``, or
+    ``simple``."""
     p = core.make_params(
         (shape.n, shape.c, shape.h, shape.w),
         (shape.cout, shape.c // shape.group, shape.kernel, shape.kernel),
@@ -43,7 +47,7 @@ def choice_for(shape: Shape, dtype: int, math: int, device: tuple[int, int, int]
     if got is None:
         return "simple"
     tile, splits, tail_tiles, tail_splits = got
-    text = f"t{tile}" if splits == 1 else f"t{tile}/s{splits}"
+    text = names[tile] if splits == 1 else f"{names[tile]}/s{splits}"
     return text if tail_splits < 2 else f"{text}+{tail_tiles}/s{tail_splits}"
 
 
@@ -57,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lib = core.load(args.lib)
     device = (args.sms, args.smem, args.cc)
-    print(f"{'layer':14s} " + " ".join(f"{prec.name:>10s}" for prec in PRECISIONS))
+    names = [t.name for t in core_fused.tile_infos(lib)]
+    print(f"{'layer':14s} " + " ".join(f"{prec.name:>22s}" for prec in PRECISIONS))
     for shape in SHAPES:
-        cells = [choice_for(shape, prec.dtype, prec.math, device, lib) for prec in PRECISIONS]
-        print(f"{shape.name:14s} " + " ".join(f"{c:>10s}" for c in cells))
+        cells = [choice_for(shape, prec.dtype, prec.math, device, lib, names) for prec in PRECISIONS]
+        print(f"{shape.name:14s} " + " ".join(f"{c:>22s}" for c in cells))
     return 0
 
 

@@ -196,18 +196,54 @@ def test_error_summary_flags_nonfinite():
 
 
 def test_acceptance_verdicts():
-    lines = report.acceptance(_result())
-    # bev-c4 fp16 is only 1.29x the baseline: the 2.5x bar fails and names it
-    fp16_base = next(ln for ln in lines if ln.split(None, 1)[1].startswith("fp16 xbaseline >= 2.5"))
-    assert fp16_base.startswith("FAIL") and "bev-c4" in fp16_base
-    assert next(ln for ln in lines if "fp16 r50-c4 fraction" in ln).startswith("PASS")
-    assert next(ln for ln in lines if "fp16 bev-c4 fraction" in ln).startswith("FAIL")
-    assert next(ln for ln in lines if "tf32 xbaseline" in ln).startswith("PASS")  # 4.15x
-    assert next(ln for ln in lines if "fp32 xbaseline" in ln).startswith("PASS")  # 3.32x
-    assert next(ln for ln in lines if "error <= simple" in ln).startswith("PASS")
-    # r50-c4: 4.95 GFLOP; 2.5x torchvision's 150 us is 60 us, i.e. 82.5 TFLOP/s of the 700 peak
-    need = next(ln for ln in lines if ln.startswith("need  fp16 xtorchvision"))
-    assert "12% of the measured fp16 peak on r50-c4" in need, need
+    res = _result()
+    res["rows"] += [
+        _row("r50-c4", "fp16", "fused-engine", 8.0, frac_peak=0.5),
+        _row("bev-c4", "fp16", "fused-engine", 300.0, frac_peak=0.4),
+    ]
+    lines = report.acceptance(res)
+
+    def line(start: str) -> str:
+        return next(ln for ln in lines if ln.split(None, 1)[1].startswith(start))
+
+    # the engine path first; bev-c4 is 1.72x the baseline there (515 / 300) and 1.29x on NCHW
+    assert lines.index(line("engine path: fp16 xbaseline")) < lines.index(line("NCHW path: fp16 xbaseline"))
+    eng = line("engine path: fp16 xbaseline >= 2.5")
+    assert eng.startswith("FAIL") and "worst bev-c4 1.72" in eng and "failing: bev-c4" in eng
+    assert "worst bev-c4 1.29" in line("NCHW path: fp16 xbaseline >= 2.5")
+    # torchvision: r50-c4 only (bev-c4's row is an error): 150 / 8 and 150 / 10
+    tv = line("engine path: fp16 xtorchvision >= 1.0")
+    assert tv.startswith("part") and "r50-c4 18.75" in tv and "(missing 1)" in tv
+    assert line("engine path: fp16 r50-c4 fraction").startswith("PASS")
+    assert line("engine path: fp16 bev-c4 fraction").startswith("FAIL")
+    assert line("NCHW path: fp16 r50-c4 fraction").startswith("PASS")  # 0.45
+    assert line("NCHW path: fp16 bev-c4 fraction").startswith("FAIL")  # 0.3
+    assert line("fp32 fused error <= simple's").startswith("PASS")
+    # the highest implied fraction: bev-c4, 2.5x the baseline's 515 us is 206 us for its FLOPs
+    need = next(ln for ln in lines if ln.startswith("need  engine path: fp16 xbaseline"))
+    assert "a call at 28% of the measured fp16 peak on bev-c4" in need, need
+    # a result with one path only evaluates that path
+    only = report.acceptance(_result())
+    assert not any("engine path" in ln for ln in only) and any("NCHW path" in ln for ln in only)
+
+
+def test_changes_against_a_previous_result():
+    old = _result()
+    new = _result()
+    for r in new["rows"]:
+        if r["impl"] == "fused" and r.get("status") == "ok":
+            r["us"] *= {"fp16": 0.9, "fp32": 1.02, "tf32": 1.0}[r["precision"]]
+    lines = report.changes(new, old)
+    fp16 = next(ln for ln in lines if ln.startswith("fused") and " fp16 " in ln)
+    # r50-c4 and bev-c4 both 10% faster
+    assert " 2 layers: median -10.0%, -10.0% .. -10.0%" in fp16, fp16
+    fp32 = next(ln for ln in lines if ln.startswith("fused") and " fp32 " in ln)
+    assert "median +2.0%" in fp32 and "(r50-c4)" in fp32 and "max error 2.0e-07 -> 2.0e-07" in fp32
+    base = next(ln for ln in lines if ln.startswith("baseline") and " fp16 " in ln)
+    assert "median +0.0%" in base
+    # rows that are not "ok" in either run are left out: bev-c4's torchvision error, bf16's unsupported fused
+    assert not any(ln.startswith("torchvision") and "2 layers" in ln for ln in lines)
+    assert not any(ln.startswith("fused") and " bf16 " in ln for ln in lines)
 
 
 def test_implied_peak_is_flops_over_peak_times_target():

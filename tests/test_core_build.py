@@ -9,6 +9,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -302,6 +303,23 @@ def test_fused_choice_keeps_huge_weights_off_the_32_bit_offsets(lib: ctypes.CDLL
     below = core.make_params((1, 65536, 8, 8), (2048, 65536, 3, 3), padding=(1, 1), dtype=core.FLOAT16)
     choice = core_fused.fused_choice(below, lib=lib)
     assert choice is not None and choice[0] not in nchw, choice
+
+
+def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
+    """bench/fused_choice.py (docs/benchmarks.md's table of AUTO's choices): tile names, K splits
+    and split tails as the host-only choice gives them for an H200."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "fused_choice.py"), "--lib", str(built_lib)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["layer", "fp32", "tf32", "fp16", "bf16"]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
+    assert len(rows) == 18
+    assert rows["r50-c4"][2] == "wg-256x64-p16/s2"  # 66 blocks x 2 splits: one wave
+    assert rows["bev-c4"][2] == "wg-256x64-p16+16/s8"  # 4 waves, then 16 tiles split 8 ways
+    assert rows["r50-c3"][3] == "wg-128x128"  # BF16 keeps 8 producer warps
 
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
