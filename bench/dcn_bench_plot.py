@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", help="results.json of bench/dcn_bench.py, or its printed output (.txt/.log)")
     ap.add_argument("--png", default=None, help="write the plot here (needs matplotlib)")
     ap.add_argument("--panels", default="fp16,fp32", help="precisions, one panel each (default fp16,fp32)")
-    ap.add_argument("--docs", default=None, help="write the tables page here (docs/benchmarks_h200_tables.md)")
+    ap.add_argument(
+        "--docs", default=None, help="write the tables page here (docs/benchmarks_h200_tables.md)"
+    )
     ap.add_argument("--command", default=None, help="the exact command to show (default: the recorded one)")
     ap.add_argument(
         "--previous",
