@@ -1,4 +1,5 @@
-"""DCNv2 forward benchmark of issue 4: our fused kernel, our simple kernel, an im2col + cuBLAS
+"""DCNv2 forward benchmark: our fused kernel (both paths: x NCHW with a prep pass, and the engine path
+with x channel-last and weights prepared once), our simple kernel, an im2col + cuBLAS
 baseline that follows TensorRT's built-in plugin (bench/baseline/) and torchvision, on the real
 layer shapes of dcn_perf.md §3, in FP32 (accurate), TF32 (fused only), FP16 and BF16.
 
@@ -15,9 +16,9 @@ the same rounded inputs. The tensor-core peaks come from a torch matmul (8192^3,
 --tiles adds a second pass (after every shape's main rows) timing each fused tile configuration.
 
 Writes results.json (written again after every shape) and results.md to --out (default $OUT, else
-build/dcn_bench/), prints the short table last. bench/dcn_bench_plot.py turns the JSON into a plot
-and the docs/benchmarks.md text. Unsupported or failing implementations become rows with a
-status; the run goes on.
+build/dcn_bench/), prints the short table and the acceptance bars last. bench/dcn_bench_plot.py
+turns the JSON into a plot and the tables page docs/benchmarks.md reads. Unsupported or failing
+implementations become rows with a status; the run goes on.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 benchmark shapes: the data behind the automatic tile choice in plugin_src/core/dcnFusedCost.cu.
 
     python3 bench/fused_tiles.py [--dtypes float16,float32,tf32] [--shapes NAME,...] [--reps 30]
-                                 [--tiles 3,5,7] [--splits 1,2,4,8] [--engine]
+                                 [--tiles wg-256x64-p16,tma-128x32-k64-p8] [--splits 1,2,4,8] [--engine]
 
 Per-call device time: a CUDA graph of R calls rotating over input sets larger than 2x the L2,
 replayed after a warm-up, median over replays / R. Inputs: x ~ N(0,1), offsets ~ N(0,2),
@@ -95,7 +95,7 @@ def main() -> int:
     ap.add_argument("--simple", action="store_true", help="time the simple kernel too")
     ap.add_argument("--offset-scale", type=float, default=2.0, help="offsets ~ N(0, scale)")
     ap.add_argument("--lib", default=None, help="core library (default: build/, built if stale)")
-    ap.add_argument("--tiles", default=None, help="tile indices to time (default: all)")
+    ap.add_argument("--tiles", default=None, help="tiles to time, by name or index (default: all)")
     ap.add_argument("--splits", default="1", help="K split counts to force on every tile")
     ap.add_argument("--engine", action="store_true",
                     help="x channel-last and the weights prepared once, as a TensorRT engine with constant "
@@ -108,7 +108,9 @@ def main() -> int:
     if args.split_reduce != "auto":
         core.set_split_reduce(SPLIT_REDUCE[args.split_reduce], lib)
     tiles = core_fused.fused_tile_count(lib)
-    tile_ids = [int(t) for t in args.tiles.split(",")] if args.tiles else list(range(tiles))
+    tile_ids = core_fused.tile_indices(args.tiles, lib) if args.tiles else list(range(tiles))
+    names = [t.name for t in core_fused.tile_infos(lib)]
+    print("tiles: " + ", ".join(f"t{t} = {names[t]}" for t in tile_ids))
     split_counts = [int(v) for v in args.splits.split(",")]
     l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
     rs = cupy.random.RandomState(11)
