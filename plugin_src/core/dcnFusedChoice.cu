@@ -85,7 +85,7 @@ size_t elemBytes(DcnParams const& p)
 
 int planChunks(DcnParams const& p, TileShape const& t)
 {
-    return !t.nhwc ? 2 : t.pregs >= 80 ? 4 : p.dtype == kDCN_FLOAT32 ? 3 : t.bk > 32 ? 4 : 6;
+    return !t.nhwc ? 2 : ringDepth(t, elemBytes(p)) + 1;
 }
 
 /* Plan slots: the most deformable groups that planChunks chunks in flight (bk K rows each) can

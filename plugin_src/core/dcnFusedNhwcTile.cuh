@@ -83,16 +83,12 @@ struct NTile
     static constexpr int LDB = SWZ_B ? BK : BK + PAD; // sB [BN][LDB] (K contiguous)
     static constexpr int VEC = 16 / sizeof(T);
     static constexpr int TPP = BK / VEC;                 // tasks (16-byte vectors) per pixel and chunk
-    static constexpr int PXT = BN * TPP / PRODUCERS;      // tasks per producer thread and chunk
-    // A producer thread loads and finishes its PXT tasks of a chunk in SUB units of PXU tasks (TMA
-    // tiles with more than 2 tasks per thread: the corners of a whole chunk would not fit beside
-    // the ring's other units).
-    static constexpr int SUB = PREGS > 0 ? PXT : TMA_A && PXT > 2 ? PXT / 2 : 1;
+    // A producer thread loads and finishes its PXT tasks of a chunk in SUB units of PXU tasks and
+    // holds PD units in flight (producerTasks, producerUnits, ringDepth: dcnFusedTiles.h).
+    static constexpr int PXT = producerTasks(SHAPE, sizeof(T)); // tasks per producer thread and chunk
+    static constexpr int SUB = producerUnits(SHAPE, sizeof(T));
     static constexpr int PXU = PXT / SUB;
-    // Register sets (units in flight) per producer thread; the host's planSlots covers PD + 1
-    // chunks. Producers of 80 registers (wg-256x64-p16, wg-256x64-tf32) hold 3: corner loads two chunks ahead.
-    static constexpr int PD = PREGS >= 80 ? 3 : PREGS > 0 ? 2 : SUB > 1 ? 3
-        : sizeof(T) == 4 ? 2 : BK > 32 ? (REG_A || BN * BK > 64 * 64 ? 2 : 3) : (THREADS <= 384 ? 5 : 3);
+    static constexpr int PD = ringDepth(SHAPE, sizeof(T));
     // Sampling-plan entries whose offset and mask loads a producer thread has in flight at once
     // (buildPlan). One entry after another, the plan took 3-4.6 us of a 10-27 us block on an H200
     // (per-block timestamps), most of it waiting on memory. 2 for FP16/BF16 where ptxas reports no
