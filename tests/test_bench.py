@@ -21,6 +21,7 @@ import bench_shapes as bs  # noqa: E402
 import dcn_bench  # noqa: E402
 import dcn_bench_plot  # noqa: E402
 import dcn_bench_report as report  # noqa: E402
+import dcn_bench_summary as summary  # noqa: E402
 from support import core  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
@@ -244,6 +245,36 @@ def test_changes_against_a_previous_result():
     # rows that are not "ok" in either run are left out: bev-c4's torchvision error, bf16's unsupported fused
     assert not any(ln.startswith("torchvision") and "2 layers" in ln for ln in lines)
     assert not any(ln.startswith("fused") and " bf16 " in ln for ln in lines)
+
+
+def test_summary_tables_mark_the_bars_and_take_the_choices(tmp_path: Path) -> None:
+    res = _result()
+    res["rows"] += [
+        _row("r50-c4", "fp16", "fused-engine", 8.0, frac_peak=0.5, max_rel_err=7e-4),
+        _row("bev-c4", "fp16", "fused-engine", 300.0, frac_peak=0.4),
+        _row("r50-c4", "bf16", "fused-engine", 30.0),
+        _row("r50-c4", "bf16", "baseline", 60.0),
+    ]
+    choices = summary.parse_choices(
+        "layer  fp32  tf32  fp16  bf16\nr50-c4  a  b  wg-256x64-p16/s2  d\nbev-c4  e  f  g+16/s8  h\n"
+    )
+    assert choices[("bev-c4", "fp16")] == "g+16/s8"
+    text = summary.tables(res, choices)
+    lines = text.splitlines()
+    r50 = next(ln for ln in lines if ln.startswith("| r50-c4 | 256 | wg-256x64-p16/s2 |"))
+    # engine 8 us: 75 / 8 = 9.38x the baseline, 150 / 8 = 18.75x torchvision; NCHW 150 / 10 = 15.00
+    assert "| 8.0 | 10.0 | 75.0 | 150.0 | 9.38 | 18.75 | 15.00 | 50 | 7.0e-04 |" in r50, r50
+    bev = next(ln for ln in lines if ln.startswith("| bev-c4 | 256 | g+16/s8 |"))
+    assert "| **1.72** |" in bev and "| - |" in bev  # below 2.5x; no torchvision time
+    bf16 = next(ln for ln in lines if ln.startswith("| r50-c4 | 256 | d |"))
+    assert "| 30.0 | - | 60.0 | **2.00** | - |" in bf16, bf16  # no NCHW row
+    fp32 = next(ln for ln in lines if ln.startswith("| r50-c4 | a |"))
+    assert "| - | 50.0 | 166.0 | - | b | - | 40.0 | - |" in fp32, fp32
+    with pytest.raises(ValueError, match="fused_choice"):
+        summary.parse_choices("shape fp16\n")
+    (tmp_path / "r.json").write_text(json.dumps(res))
+    assert summary.main([str(tmp_path / "r.json")]) == 0
+    assert summary.main([str(tmp_path / "missing.json")]) == 1
 
 
 def test_implied_peak_is_flops_over_peak_times_target():
