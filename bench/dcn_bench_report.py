@@ -140,6 +140,9 @@ def implied_peak(result: dict, prec: str, impl: str, factor: float) -> list[tupl
 
 #: The fused paths the bars are evaluated on, the engine path first (the issue's bars are about it).
 PATHS = (("fused-engine", "engine path"), ("fused", "NCHW path"))
+#: The ratio bars: (least ratio, on layers with at least this many output channels).
+BASELINE_BAR = (2.5, 128)  # FP16 and BF16, x the baseline
+TORCHVISION_BAR = (1.0, 0)  # FP16, x torchvision
 
 
 def acceptance(result: dict) -> list[str]:
@@ -172,20 +175,22 @@ def acceptance(result: dict) -> list[str]:
         if not any(k[2] == path for k in idx):
             continue
         for prec in ("fp16", "bf16"):
-            big = [n for n, s in shapes.items() if s["cout"] >= 128 and (n, prec, path) in idx]
+            least, cout = BASELINE_BAR
+            big = [n for n, s in shapes.items() if s["cout"] >= cout and (n, prec, path) in idx]
             vals = [(n, ratios(idx, n, prec, path)["baseline"]) for n in big]
-            bar(f"{what}: {prec} xbaseline >= 2.5 (Cout >= 128)", vals, lambda v: v >= 2.5)
-            need = [t for t in implied_peak(result, prec, "baseline", 2.5) if t[0] in big]
+            bar(f"{what}: {prec} xbaseline >= {least} (Cout >= {cout})", vals, lambda v, m=least: v >= m)
+            need = [t for t in implied_peak(result, prec, "baseline", least) if t[0] in big]
             if need:
                 lines.append(
-                    f"need  {what}: {prec} xbaseline >= 2.5: a call at {100 * need[0][1]:.0f}% of the "
+                    f"need  {what}: {prec} xbaseline >= {least}: a call at {100 * need[0][1]:.0f}% of the "
                     f"measured {prec} peak on {need[0][0]} (its FLOPs alone)"
                 )
-        allp = [n for n in shapes if (n, "fp16", path) in idx]
+        least, cout = TORCHVISION_BAR
+        allp = [n for n in shapes if shapes[n]["cout"] >= cout and (n, "fp16", path) in idx]
         bar(
-            f"{what}: fp16 xtorchvision >= 1.0 (all shapes)",
+            f"{what}: fp16 xtorchvision >= {least} (all shapes)",
             [(n, ratios(idx, n, "fp16", path)["torchvision"]) for n in allp],
-            lambda v: v >= 1.0,
+            lambda v, m=least: v >= m,
         )
         for name, need in (("r50-c4", 0.40), ("bev-c4", 0.60)):
             row = idx.get((name, "fp16", path))

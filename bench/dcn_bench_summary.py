@@ -17,9 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-#: Bars of the current issue: (minimum ratio, applies to layers with at least this many output channels).
-BASELINE_BAR = (2.5, 128)
-TORCHVISION_BAR = (1.0, 0)
+from dcn_bench_report import BASELINE_BAR, TORCHVISION_BAR
 
 
 def parse_choices(text: str) -> dict[tuple[str, str], str]:
