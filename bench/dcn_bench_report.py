@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 from bench_shapes import IMPLS, PRECISIONS
@@ -233,8 +234,7 @@ def changes(result: dict, previous: dict) -> list[str]:
             if not pairs:
                 continue
             ch = sorted(c for _, c in pairs)
-            mid = len(ch) // 2
-            median = ch[mid] if len(ch) % 2 else (ch[mid - 1] + ch[mid]) / 2
+            median = statistics.median(ch)
             most = max(pairs, key=lambda t: t[1])
             err = f"; max error {err_old:.1e} -> {err_new:.1e}" if err_new is not None else ""
             lines.append(

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+import dcn_bench_report as report
 from dcn_bench_report import BASELINE_BAR, TORCHVISION_BAR
 
 
@@ -30,8 +31,7 @@ def parse_choices(text: str) -> dict[tuple[str, str], str]:
 
 
 def _us(idx: dict, shape: str, prec: str, impl: str) -> float | None:
-    row = idx.get((shape, prec, impl))
-    return row["us"] if row and row.get("status") == "ok" and row.get("us") else None
+    return report._us(idx.get((shape, prec, impl)))
 
 
 def _ratio(num: float | None, den: float | None, bar: tuple[float, int] | None = None, cout: int = 0) -> str:
@@ -57,7 +57,7 @@ def _err(idx: dict, shape: str, prec: str) -> str:
 
 def tables(result: dict, choices: dict[tuple[str, str], str] | None = None) -> str:
     """The FP16, BF16 and FP32/TF32 tables (Markdown) of one result."""
-    idx = {(r["shape"], r["precision"], r["impl"]): r for r in result.get("rows", [])}
+    idx = report.index(result.get("rows", []))
     choices = choices or {}
     shapes = result.get("shapes", [])
     auto = lambda n, p: choices.get((n, p), "-")  # noqa: E731
