@@ -39,8 +39,16 @@ def main() -> int:
     ap.add_argument("case", choices=[c.name for c in cases])
     ap.add_argument("--splits", type=int, default=1)
     ap.add_argument("--tf32", action="store_true", help="float32 in the opt-in TF32 mode (default: 3xTF32)")
+    modes = {
+        "auto": core.SPLIT_REDUCE_AUTO,
+        "kernel": core.SPLIT_REDUCE_KERNEL,
+        "cluster": core.SPLIT_REDUCE_CLUSTER,
+        "exchange": core.SPLIT_REDUCE_EXCHANGE,
+    }
+    ap.add_argument("--split-reduce", choices=sorted(modes), default="auto", help="dcnSetSplitReduce mode")
     args = ap.parse_args()
     lib = core.load(ensure_core_built())
+    core.set_split_reduce(modes[args.split_reduce], lib)
     (tile,) = core_fused.tile_indices(args.tile, lib)
     case = next(c for c in cases if c.name == args.case)
     inputs, ref, _ = inputs_refs(case, args.dtype)
@@ -48,7 +56,7 @@ def main() -> int:
     out = run_core(lib, case, args.dtype, inputs, core_fused.fused_algo(tile, args.splits), math=math)
     err = float(abs(out - ref).max())
     print(
-        f"tile {args.tile} ({tile}) {args.dtype} {args.case} {args.splits} splits: "
+        f"tile {args.tile} ({tile}) {args.dtype} {args.case} {args.splits} splits ({args.split_reduce}): "
         f"max |out - ref| = {err:.3e}"
     )
     return 0
