@@ -43,7 +43,6 @@ def main() -> int:
         "auto": core.SPLIT_REDUCE_AUTO,
         "kernel": core.SPLIT_REDUCE_KERNEL,
         "cluster": core.SPLIT_REDUCE_CLUSTER,
-        "exchange": core.SPLIT_REDUCE_EXCHANGE,
     }
     ap.add_argument("--split-reduce", choices=sorted(modes), default="auto", help="dcnSetSplitReduce mode")
     args = ap.parse_args()

@@ -50,7 +50,6 @@ SPLIT_REDUCE = {
     "auto": core.SPLIT_REDUCE_AUTO,
     "kernel": core.SPLIT_REDUCE_KERNEL,
     "cluster": core.SPLIT_REDUCE_CLUSTER,
-    "exchange": core.SPLIT_REDUCE_EXCHANGE,
 }
 PRECISIONS = {  # name: (dtype code, math)
     "float16": (core.FLOAT16, core.MATH_ACCURATE),

@@ -123,16 +123,14 @@ def test_tile_lists_take_names_and_indices(lib: ctypes.CDLL) -> None:
         core_fused.tile_indices(str(len(infos)), lib)
 
 
-def test_split_reduce_takes_its_four_modes_only(lib: ctypes.CDLL) -> None:
+def test_split_reduce_takes_its_three_modes_only(lib: ctypes.CDLL) -> None:
     """dcnSetSplitReduce: 0 (clusters where they pay), 1 (reduction kernel), 2 (clusters or
-    unsupported), 3 (the exchange where the launch is one wave); anything else is an invalid argument
-    and leaves the mode as it was."""
+    unsupported); anything else is an invalid argument and leaves the mode as it was."""
     lib.dcnSetSplitReduce.restype = ctypes.c_int
     try:
-        modes = (core.SPLIT_REDUCE_KERNEL, core.SPLIT_REDUCE_CLUSTER, core.SPLIT_REDUCE_EXCHANGE, core.SPLIT_REDUCE_AUTO)
-        for mode in modes:
+        for mode in (core.SPLIT_REDUCE_KERNEL, core.SPLIT_REDUCE_CLUSTER, core.SPLIT_REDUCE_AUTO):
             assert lib.dcnSetSplitReduce(ctypes.c_int32(mode)) == core.SUCCESS
-        for bad in (-1, 4, 1 << 30):
+        for bad in (-1, 3, 1 << 30):
             assert lib.dcnSetSplitReduce(ctypes.c_int32(bad)) == core.INVALID_ARGUMENT, bad
     finally:
         lib.dcnSetSplitReduce(ctypes.c_int32(core.SPLIT_REDUCE_AUTO))

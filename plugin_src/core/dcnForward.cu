@@ -241,7 +241,7 @@ DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
 
 DCN_CORE_EXPORT DcnStatus dcnSetSplitReduce(int32_t mode)
 {
-    if (mode < 0 || mode > 3)
+    if (mode < 0 || mode > 2)
     {
         return kDCN_INVALID_ARGUMENT;
     }

@@ -76,38 +76,6 @@ bool clusterOccupancy(void const* func, int dev, int threads, size_t smem, unsig
     return true;
 }
 
-namespace
-{
-constexpr size_t kExchangeBytes = size_t{64} << 20;
-constexpr int kExchangeTiles = 4096;
-std::mutex gExchangeMutex;
-float* gExch[kMaxDevices] = {};
-uint32_t* gCounters[kMaxDevices] = {};
-} // namespace
-
-bool exchangeBuffers(int dev, size_t bytes, int tiles, float*& exch, uint32_t*& counters)
-{
-    if (dev < 0 || dev >= kMaxDevices || bytes > kExchangeBytes || tiles > kExchangeTiles)
-        return false;
-    std::lock_guard<std::mutex> lock(gExchangeMutex);
-    if (gExch[dev] == nullptr)
-    {
-        void* e = nullptr;
-        void* c = nullptr;
-        if (cudaMalloc(&e, kExchangeBytes) != cudaSuccess || cudaMalloc(&c, kExchangeTiles * sizeof(uint32_t)) != cudaSuccess
-            || cudaMemset(c, 0, kExchangeTiles * sizeof(uint32_t)) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
-        {
-            (void) cudaGetLastError();
-            return false;
-        }
-        gExch[dev] = static_cast<float*>(e);
-        gCounters[dev] = static_cast<uint32_t*>(c);
-    }
-    exch = gExch[dev];
-    counters = gCounters[dev];
-    return true;
-}
-
 int32_t splitReduceMode()
 {
     return gSplitReduce.load(std::memory_order_relaxed);

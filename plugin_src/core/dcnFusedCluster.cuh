@@ -18,17 +18,63 @@ namespace dcn
 namespace fused
 {
 
-/* The last step of both on-chip split sums (clusterReduceTile, exchangeReduceTile): block `me` has
- * the other blocks' sums of its rows [me * share, (me + 1) * share) in its receive area, slot s for
- * split s < me and s - 1 for s > me; it adds them up in split order (the bits of
- * dcnSplitReduceKernel) into the same rows of its staged tile sT. Returns the rows it stores. */
+/* Split-K inside a thread-block cluster (sm_90, a.clusterReduce; the host checks C::clusterFits): the
+ * a.splits blocks of one output tile are one cluster along z, block rank r = split r, and each has
+ * staged its FP32 sums in sT (stageTile, with the biases). Block r owns rows [r * share, (r + 1) *
+ * share) of the tile. Each block copies its sums of every other block's rows into that block's
+ * receive area (C::RECV_OFF) with one bulk asynchronous copy per destination (the copy engine moves
+ * the bytes and counts them on the destination's mbarrier), waits until its own receive area is
+ * complete, and adds up its rows in split order (the bits of dcnSplitReduceKernel) into the same
+ * rows of its sT, which no other block reads. Returns the rows this block stores; clusterRelease
+ * then waits until no copy reads this block's shared memory any more. The cluster barriers count
+ * the threads that have not exited (the producer warps exit after their last chunk). Copying each
+ * slice in one piece keeps the threads out of the transfer: loads of remote shared memory, one item
+ * after another, cost more than the reduction kernel. */
 template <class C>
-__device__ __forceinline__ int2 addSlices(FusedArgs const& a, float* sT, int tid, int m0, int me)
+__device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT, int tid, int m0)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int QUADS = C::BN / 4;
     constexpr uint32_t ROW = C::ROW_BYTES;
     int const splits = a.splits;
     int const share = C::recvShare(splits);
+    uint32_t rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    int const me = static_cast<int>(rank);
+    uint32_t const base = smemAddr(sT);
+    uint32_t const recv = base + C::RECV_OFF;
+    uint32_t const bar = base + C::STAGE_BYTES - 8;
+    auto rowsOf = [&](int r) { return max(0, min(C::BM, (r + 1) * share) - r * share); };
+    if (tid == 0)
+    {
+        mbarInit(bar, 1);
+        mbarInitFence();
+    }
+    fenceProxyAsync(); // this thread's sT stores, before the copy engine reads them
+    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+    if (tid == 0)
+    {
+        mbarArriveExpectTx(bar, static_cast<uint32_t>((splits - 1) * rowsOf(me)) * ROW);
+        for (int d = 0; d < splits; ++d)
+        {
+            int const n = rowsOf(d);
+            if (d == me || n == 0)
+                continue;
+            int const slot = me < d ? me : me - 1;
+            uint32_t dst;
+            uint32_t dbar;
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                         : "=r"(dst)
+                         : "r"(recv + static_cast<uint32_t>(slot * share) * ROW), "r"(d));
+            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dbar) : "r"(bar), "r"(d));
+            asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(dst), "r"(base + static_cast<uint32_t>(d * share) * ROW),
+                         "r"(static_cast<uint32_t>(n) * ROW), "r"(dbar)
+                         : "memory");
+        }
+    }
+    mbarWait(bar, 0);
     int const c0 = me * share;
     int const rows = min(a.mg - m0, C::BM);
     int const c1 = min(rows, c0 + share);
@@ -77,65 +123,6 @@ __device__ __forceinline__ int2 addSlices(FusedArgs const& a, float* sT, int tid
         }
     }
     return make_int2(c0, c1 > c0 ? c1 : c0);
-}
-
-/* Split-K inside a thread-block cluster (sm_90, a.clusterReduce; the host checks C::clusterFits): the
- * a.splits blocks of one output tile are one cluster along z, block rank r = split r, and each has
- * staged its FP32 sums in sT (stageTile, with the biases). Block r owns rows [r * share, (r + 1) *
- * share) of the tile. Each block copies its sums of every other block's rows into that block's
- * receive area (C::RECV_OFF) with one bulk asynchronous copy per destination (the copy engine moves
- * the bytes and counts them on the destination's mbarrier), waits until its own receive area is
- * complete, and adds up its rows in split order (the bits of dcnSplitReduceKernel) into the same
- * rows of its sT, which no other block reads. Returns the rows this block stores; clusterRelease
- * then waits until no copy reads this block's shared memory any more. The cluster barriers count
- * the threads that have not exited (the producer warps exit after their last chunk). Copying each
- * slice in one piece keeps the threads out of the transfer: loads of remote shared memory, one item
- * after another, cost more than the reduction kernel. */
-template <class C>
-__device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT, int tid, int m0)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr uint32_t ROW = C::ROW_BYTES;
-    int const splits = a.splits;
-    int const share = C::recvShare(splits);
-    uint32_t rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    int const me = static_cast<int>(rank);
-    uint32_t const base = smemAddr(sT);
-    uint32_t const recv = base + C::RECV_OFF;
-    uint32_t const bar = base + C::STAGE_BYTES - 8;
-    auto rowsOf = [&](int r) { return max(0, min(C::BM, (r + 1) * share) - r * share); };
-    if (tid == 0)
-    {
-        mbarInit(bar, 1);
-        mbarInitFence();
-    }
-    fenceProxyAsync(); // this thread's sT stores, before the copy engine reads them
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-    if (tid == 0)
-    {
-        mbarArriveExpectTx(bar, static_cast<uint32_t>((splits - 1) * rowsOf(me)) * ROW);
-        for (int d = 0; d < splits; ++d)
-        {
-            int const n = rowsOf(d);
-            if (d == me || n == 0)
-                continue;
-            int const slot = me < d ? me : me - 1;
-            uint32_t dst;
-            uint32_t dbar;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                         : "=r"(dst)
-                         : "r"(recv + static_cast<uint32_t>(slot * share) * ROW), "r"(d));
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dbar) : "r"(bar), "r"(d));
-            asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(dst), "r"(base + static_cast<uint32_t>(d * share) * ROW),
-                         "r"(static_cast<uint32_t>(n) * ROW), "r"(dbar)
-                         : "memory");
-        }
-    }
-    mbarWait(bar, 0);
-    return addSlices<C>(a, sT, tid, m0, me);
 #else
     (void) a, (void) sT, (void) tid, (void) m0;
     return make_int2(0, 0);
@@ -149,87 +136,6 @@ __device__ __forceinline__ void clusterRelease()
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
     asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-#endif
-}
-
-/* Split-K through global memory without a reduction kernel (sm_90, a.clusterReduce ==
- * kOnChipExchange; the host checks C::clusterFits and that the launch is one wave of resident
- * blocks): the a.splits blocks of an output tile are blocks z = g * splits + split, and each has
- * staged its FP32 sums in sT. As in clusterReduceTile block r owns rows [r * share, (r + 1) *
- * share). Each block writes its sums of the other blocks' rows to its region of a.exch (the staged
- * layout, [BM][BN + 4]), counts itself on the tile's counter in a.counters (release), waits until
- * every split of the tile has (acquire), and fetches the other blocks' sums of its own rows into its
- * receive area with one bulk copy per block. The counter goes 0 -> splits on arrival and on to 2
- * splits as the blocks finish reading; the last to finish sets it back to 0, so the counters are
- * zero again when the grid ends. The wait needs every split of a tile resident at once: the host
- * takes this path only for launches of one wave. */
-template <class C>
-__device__ __forceinline__ int2 exchangeReduceTile(FusedArgs const& a, float* sT, int tid, int m0, int g, int me)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int QUADS = C::BN / 4;
-    constexpr uint32_t ROW = C::ROW_BYTES;
-    constexpr int LD = static_cast<int>(ROW / 4);
-    int const splits = a.splits;
-    int const share = C::recvShare(splits);
-    int const tile = (g * static_cast<int>(gridDim.y) + static_cast<int>(blockIdx.y)) * static_cast<int>(gridDim.x)
-        + static_cast<int>(blockIdx.x);
-    float* const region = a.exch + static_cast<int64_t>(tile) * splits * C::BM * LD;
-    uint32_t* const counter = a.counters + tile;
-    int const rows = min(a.mg - m0, C::BM);
-    int const s0 = me * share;
-    int const s1 = min(C::BM, s0 + share);
-    barSync(15, C::CONSUMERS); // the staged tile is complete
-    float* const mine = region + static_cast<int64_t>(me) * C::BM * LD;
-    int const items = rows * QUADS;
-#pragma unroll 4
-    for (int it = tid; it < items; it += C::CONSUMERS)
-    {
-        int const r = it / QUADS;
-        if (r >= s0 && r < s1)
-            continue;
-        int const off = r * LD + (it - r * QUADS) * 4;
-        *reinterpret_cast<float4*>(mine + off) = *reinterpret_cast<float4 const*>(sT + off);
-    }
-    __threadfence();
-    barSync(15, C::CONSUMERS); // every consumer's stores are ordered before the arrival below
-    uint32_t const recv = smemAddr(sT) + C::RECV_OFF;
-    uint32_t const bar = smemAddr(sT) + C::STAGE_BYTES - 8;
-    uint32_t const bytes = static_cast<uint32_t>(max(0, s1 - s0)) * ROW;
-    if (tid == 0)
-    {
-        mbarInit(bar, 1);
-        mbarInitFence();
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
-        uint32_t seen = 0;
-        for (;;)
-        {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-            if (seen >= static_cast<uint32_t>(splits))
-                break;
-            __nanosleep(32);
-        }
-        asm volatile("fence.proxy.async.global;" ::: "memory"); // the other blocks' stores, before the bulk reads
-        mbarArriveExpectTx(bar, static_cast<uint32_t>(splits - 1) * bytes);
-        for (int s = 0; s < splits && bytes > 0; ++s)
-        {
-            if (s == me)
-                continue;
-            int const slot = s < me ? s : s - 1;
-            float const* const src = region + (static_cast<int64_t>(s) * C::BM + s0) * LD;
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(recv + static_cast<uint32_t>(slot * share) * ROW), "l"(src), "r"(bytes), "r"(bar)
-                         : "memory");
-        }
-    }
-    barSync(15, C::CONSUMERS); // the mbarrier is initialised
-    mbarWait(bar, 0);
-    if (tid == 0 && atomicAdd(counter, 1u) == static_cast<uint32_t>(2 * splits - 1))
-        atomicExch(counter, 0u); // every split of the tile has read what it needs
-    return addSlices<C>(a, sT, tid, m0, me);
-#else
-    (void) a, (void) sT, (void) tid, (void) m0, (void) g, (void) me;
-    return make_int2(0, 0);
 #endif
 }
 

@@ -42,18 +42,12 @@ struct FusedArgs
     // prepared): the block waits for the stream's previous kernel (programmatic dependent launch)
     // before its first sampling plan reads offset and mask.
     int32_t waitFirst;
-    // How the a.splits blocks of an output tile add up their sums without the reduction kernel
-    // (sm_90): kOnChipCluster, one thread-block cluster along z exchanging them through distributed
-    // shared memory (clusterReduceTile); kOnChipExchange, through a.exch and the tile counters
-    // a.counters (exchangeReduceTile); 0: partial sums for the reduction kernel.
+    // 1: the a.splits blocks of an output tile are one thread-block cluster along z and add up their
+    // sums through distributed shared memory (sm_90; clusterReduceTile): no partial sums in global
+    // memory, no reduction kernel.
     int32_t clusterReduce;
-    float* exch;
-    uint32_t* counters;
     FastDiv divCPerDg, divHoWo, divWo;
 };
-
-constexpr int32_t kOnChipCluster = 1;  // FusedArgs::clusterReduce
-constexpr int32_t kOnChipExchange = 2;
 
 constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)
 

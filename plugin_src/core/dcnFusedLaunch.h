@@ -146,12 +146,7 @@ inline bool clustersPay(void const* func, Device const& d, dim3 grid, int thread
 constexpr int32_t kSplitReduceAuto = 0;
 constexpr int32_t kSplitReduceKernel = 1;
 constexpr int32_t kSplitReduceCluster = 2;
-constexpr int32_t kSplitReduceExchange = 3; // exchangeReduceTile where the launch is one wave, else as auto
 int32_t splitReduceMode();
-
-/* The exchange area and tile counters of exchangeReduceTile on device `dev` (at least `bytes` of
- * area, `tiles` counters, zeroed once). False when they cannot be had. */
-bool exchangeBuffers(int dev, size_t bytes, int tiles, float*& exch, uint32_t*& counters);
 
 } // namespace fused
 } // namespace dcn

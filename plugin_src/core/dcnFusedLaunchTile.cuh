@@ -144,28 +144,10 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
                 kTileNames[TILE], at.splits);
             return kDCN_UNSUPPORTED;
         }
-        if (at.splits > 1 && mode == kSplitReduceExchange && d.ccMajor >= 9 && builtSm90For(d.ccMajor)
-            && C::clusterFits(at.splits))
-        {
-            int perSm = 0;
-            int clusters = 0;
-            int64_t const blocks = static_cast<int64_t>(tgrid.x) * tgrid.y * tgrid.z;
-            int const tiles = static_cast<int>(blocks / at.splits);
-            size_t const bytes = static_cast<size_t>(blocks) * C::BM * C::ROW_BYTES;
-            FusedArgs ae = at;
-            if (clusterOccupancy(reinterpret_cast<void const*>(kernel), d.id, C::THREADS, smem, 1, perSm, clusters)
-                && blocks <= int64_t{perSm} * d.sms && exchangeBuffers(d.id, bytes, tiles, ae.exch, ae.counters))
-            {
-                ae.clusterReduce = kOnChipExchange;
-                cudaError_t const ee = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, ae, xh, q.offset,
-                    q.mask, wp, q.bias, q.out, partial, tmA);
-                return launchError("fused kernel", p, TILE, msg, msgLen, ee);
-            }
-        }
         if (cluster)
         {
             FusedArgs ac = at;
-            ac.clusterReduce = kOnChipCluster;
+            ac.clusterReduce = 1;
             cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, cz, ac, xh,
                 q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
             return launchError("fused kernel", p, TILE, msg, msgLen, ce);

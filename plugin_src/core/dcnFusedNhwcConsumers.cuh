@@ -337,18 +337,13 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
     int2 rows = make_int2(0, C::BM);
     float* part = a.splits > 1 ? partial : nullptr;
-    if (a.clusterReduce == kOnChipCluster)
+    if (a.clusterReduce)
     {
         rows = clusterReduceTile<C>(a, sT, tid, m0);
         part = nullptr;
     }
-    else if (a.clusterReduce == kOnChipExchange)
-    {
-        rows = exchangeReduceTile<C>(a, sT, tid, m0, g, split);
-        part = nullptr;
-    }
     storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, part, rows.x, rows.y);
-    if (a.clusterReduce == kOnChipCluster)
+    if (a.clusterReduce)
         clusterRelease();
 }
 

@@ -313,7 +313,6 @@ def _raise_status(status: int, message: str) -> None:
 SPLIT_REDUCE_AUTO = 0
 SPLIT_REDUCE_KERNEL = 1
 SPLIT_REDUCE_CLUSTER = 2  # clusters or kDCN_UNSUPPORTED
-SPLIT_REDUCE_EXCHANGE = 3  # exchange through global memory where the launch is one wave, else as auto
 
 
 def set_split_reduce(mode: int, lib: ctypes.CDLL | None = None) -> None:
