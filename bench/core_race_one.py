@@ -45,6 +45,9 @@ def main() -> int:
         "cluster": core.SPLIT_REDUCE_CLUSTER,
     }
     ap.add_argument("--split-reduce", choices=sorted(modes), default="auto", help="dcnSetSplitReduce mode")
+    ap.add_argument(
+        "--engine", action="store_true", help="x channel-last and the weights prepared, as an engine runs"
+    )
     args = ap.parse_args()
     lib = core.load(ensure_core_built())
     core.set_split_reduce(modes[args.split_reduce], lib)
@@ -52,10 +55,13 @@ def main() -> int:
     case = next(c for c in cases if c.name == args.case)
     inputs, ref, _ = inputs_refs(case, args.dtype)
     math = core.MATH_TF32 if args.tf32 else core.MATH_ACCURATE
-    out = run_core(lib, case, args.dtype, inputs, core_fused.fused_algo(tile, args.splits), math=math)
+    algo = core_fused.fused_algo(tile, args.splits)
+    path = dict(channel_last=args.engine, prepared=args.engine)
+    out = run_core(lib, case, args.dtype, inputs, algo, math=math, **path)
     err = float(abs(out - ref).max())
     print(
-        f"tile {args.tile} ({tile}) {args.dtype} {args.case} {args.splits} splits ({args.split_reduce}): "
+        f"tile {args.tile} ({tile}) {args.dtype} {args.case} {args.splits} splits "
+        f"({args.split_reduce}{' engine' * args.engine}): "
         f"max |out - ref| = {err:.3e}"
     )
     return 0
