@@ -255,13 +255,27 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
         return;
     int64_t const co = q / quads;
     int64_t const i0 = (q - co * quads) * 4; // in the row
-    int64_t const ld = partialLd(len);
-    int64_t const plane = static_cast<int64_t>(a.cout) * ld;
-    float const* const src = partial + co * ld + i0;
+    int64_t const plane = static_cast<int64_t>(a.cout) * len;
+    float const* const src = partial + co * len + i0;
     float4 v[kDCN_MAX_SPLITS];
+    if (len % 4 == 0)
+    {
 #pragma unroll
-    for (int s = 0; s < kDCN_MAX_SPLITS; ++s)
-        v[s] = s < a.splits ? *reinterpret_cast<float4 const*>(src + s * plane) : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int s = 0; s < kDCN_MAX_SPLITS; ++s)
+            v[s] = s < a.splits ? *reinterpret_cast<float4 const*>(src + s * plane) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    else
+    {
+#pragma unroll
+        for (int s = 0; s < kDCN_MAX_SPLITS; ++s)
+        {
+            float e[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                e[j] = s < a.splits && i0 + j < len ? src[s * plane + j] : 0.0f;
+            v[s] = make_float4(e[0], e[1], e[2], e[3]);
+        }
+    }
     float4 sum = v[0];
 #pragma unroll
     for (int s = 1; s < kDCN_MAX_SPLITS; ++s)

@@ -327,8 +327,7 @@ static size_t partialReserve(DcnParams const& p)
     int64_t const bound = 64 * (kSplitBlocks / channelTiles128(p));
     int64_t const pixels = kDCN_MAX_SPLITS * p.n * p.ho * p.wo;
     int64_t const count = pixels < bound ? pixels : bound;
-    // + 7 per row and split: the rows are padded to 8 floats (partialLd).
-    return count > 0 ? alignUp(size_t(count + 7 * kDCN_MAX_SPLITS) * p.cout * sizeof(float)) : 0;
+    return count > 0 ? alignUp(size_t(count) * p.cout * sizeof(float)) : 0;
 }
 
 size_t workspaceBytes(DcnParams const& p)

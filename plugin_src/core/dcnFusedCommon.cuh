@@ -49,13 +49,6 @@ struct FusedArgs
     FastDiv divCPerDg, divHoWo, divWo;
 };
 
-/* Floats from one row of split-K partial sums to the next (len pixels): len rounded up to 8, so
- * that every row starts on a 32-byte sector and the reduction reads 16-byte vectors. */
-__host__ __device__ constexpr int64_t partialLd(int64_t len)
-{
-    return (len + 7) / 8 * 8;
-}
-
 constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)
 
 template <typename T>

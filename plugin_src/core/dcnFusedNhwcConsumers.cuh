@@ -134,15 +134,12 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
         constexpr int CSTEP = C::CONSUMERS / C::BN;
         int const px = tid % C::BN;
         int const c0 = tid / C::BN;
+        if (px >= pixLeft)
+            return;
         int64_t const p = p0 + px;
         if (partial != nullptr)
         {
-            // Rows of partialLd(pixels of the launch's tiles) floats; the padding past the last
-            // pixel is written as zeros, which the reduction's vector loads read.
-            int64_t const rowLen = partialLd(static_cast<int64_t>(a.pixels) - a.pixBase);
-            if (p - a.pixBase >= rowLen)
-                return;
-            bool const pad = px >= pixLeft;
+            int64_t const rowLen = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of the launch's tiles
             float* dst = partial + static_cast<int64_t>(split) * a.cout * rowLen
                 + (static_cast<int64_t>(g) * a.mg + m0 + c0) * rowLen + (p - a.pixBase);
             int64_t const step = static_cast<int64_t>(CSTEP) * rowLen;
@@ -151,12 +148,10 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
             {
                 int const c = c0 + i * CSTEP;
                 if (c >= r0 && c < rows)
-                    *dst = pad ? 0.0f : sT[c * LDT + px];
+                    *dst = sT[c * LDT + px];
             }
             return;
         }
-        if (px >= pixLeft)
-            return;
         uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
         T* dst = out + n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
             + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
