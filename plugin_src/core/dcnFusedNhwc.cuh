@@ -75,8 +75,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         mbarInitFence();
     }
     __syncthreads();
-    if (a.splits > 1 && !a.clusterReduce)
-        gridDependencyTrigger(); // the dependent is the reduction kernel: scheduled on the SMs this launch leaves free
 
     if (tid >= C::CONSUMERS)
     {
