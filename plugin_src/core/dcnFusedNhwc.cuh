@@ -330,6 +330,11 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     }
 
     // ---------------------------------------------------------------------- consumers
+    if (a.waitFirst)
+    {
+        int const dg0 = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(g * a.cg + (kc0 / a.kk) * C::BK)) : 0;
+        prefetchBlockInputs<T, C>(a, xh, offset, mask, p0, dg0, kc0, nChunks, g * a.mg + m0, &tmA, tid, C::CONSUMERS);
+    }
     if constexpr (C::PREGS > 0)
         setMaxRegsInc<C::CREGS>();
     nhwcConsumers<T, MK, C>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial);
