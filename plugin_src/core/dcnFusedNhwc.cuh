@@ -330,10 +330,15 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     }
 
     // ---------------------------------------------------------------------- consumers
-    if (a.waitFirst)
+    // The offset and mask rows of the first plan into L2 while the producers wait (engine path,
+    // FP16/BF16: measured 0.2-2.2% faster there; the FP32 tiles spilled with it and keep without).
+    if constexpr (sizeof(T) == 2)
     {
-        int const dg0 = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(g * a.cg + (kc0 / a.kk) * C::BK)) : 0;
-        prefetchBlockInputs<T, C>(a, xh, offset, mask, p0, dg0, kc0, nChunks, g * a.mg + m0, &tmA, tid, C::CONSUMERS);
+        if (a.waitFirst)
+        {
+            int const dg0 = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(g * a.cg + (kc0 / a.kk) * C::BK)) : 0;
+            prefetchPlanRows<T, C>(a, offset, mask, p0, dg0, tid, C::CONSUMERS);
+        }
     }
     if constexpr (C::PREGS > 0)
         setMaxRegsInc<C::CREGS>();

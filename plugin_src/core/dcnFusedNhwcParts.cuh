@@ -67,66 +67,44 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
     return res;
 }
 
-#ifndef DCN_EXP_PF
-#define DCN_EXP_PF 7
-#endif
-/* L2 hints for what a block of the engine path (no prep pass) reads first, issued by its consumer
- * threads t = 0 .. nt - 1 while the producers wait for the previous kernel: the offset and mask rows
- * of the first plan (deformable group dg, pixels [p0, p0 + BN)), this block's share of x (the grid's
- * blocks together cover x once) and, on TMA tiles, the weight tiles of its first stages. */
+/* L2 hints for the first sampling plan of a block on the engine path (no prep pass: the plan's
+ * loads come right after the dependency wait), issued by its consumer threads t = 0 .. nt - 1
+ * while the producers wait for the previous kernel: the 128-byte lines of the offset and mask rows
+ * of deformable group dg, every kernel point, pixels [p0, p0 + BN) (one or two images). */
 template <typename T, class C>
-__device__ __forceinline__ void prefetchBlockInputs(FusedArgs const& a, T const* xh, T const* offset,
-    T const* mask, int64_t p0, int dg, int kc0, int nChunks, int row0, CUtensorMap const* tmA, int t, int nt)
+__device__ __forceinline__ void prefetchPlanRows(
+    FusedArgs const& a, T const* offset, T const* mask, int64_t p0, int dg, int t, int nt)
 {
     constexpr int kLine = 128;
+    constexpr int kLines = (C::BN * static_cast<int>(sizeof(T)) + kLine - 1) / kLine + 1; // per row and image
     int64_t const pLast = min(p0 + C::BN, static_cast<int64_t>(a.pixels)) - 1;
-    if (pLast < p0 || nChunks <= 0)
+    if (pLast < p0)
         return;
-    if constexpr ((DCN_EXP_PF & 1) != 0)
+    uint32_t const n0 = a.divHoWo.div(static_cast<uint32_t>(p0));
+    uint32_t const n1 = a.divHoWo.div(static_cast<uint32_t>(pLast));
+    // Task: (kernel point, dy | dx | mask) x (image n0 | n1) x line.
+    int const tasks = a.kk * 3 * 2 * kLines;
+    for (int task = t; task < tasks; task += nt)
     {
-        // Rows (kernel point, dy | dx | mask) x image ends (1 or 2 images) x 128-byte lines.
-        uint32_t const n0 = a.divHoWo.div(static_cast<uint32_t>(p0));
-        uint32_t const n1 = a.divHoWo.div(static_cast<uint32_t>(pLast));
-        constexpr int kLines = (C::BN * static_cast<int>(sizeof(T)) + kLine - 1) / kLine + 1;
-        int const tasks = a.kk * 3 * 2 * kLines;
-        for (int task = t; task < tasks; task += nt)
-        {
-            int const li = task % kLines;
-            int const side = (task / kLines) % 2;
-            int const row = task / (2 * kLines);
-            if (side == 1 && n1 == n0)
-                continue;
-            uint32_t const n = side == 0 ? n0 : n1;
-            int64_t const first = side == 0 ? p0 - static_cast<int64_t>(n0) * a.howo : 0;
-            int64_t const last = side == 0 && n1 == n0 ? pLast - static_cast<int64_t>(n0) * a.howo
-                : side == 0                          ? a.howo - 1
-                                                     : pLast - static_cast<int64_t>(n1) * a.howo;
-            int const kp = row / 3;
-            int const which = row - kp * 3;
-            int64_t const och = static_cast<int64_t>(dg) * a.kk + kp;
-            T const* const base = which < 2 ? offset + n * a.offsetN + (och * 2 + which) * a.howo
-                                            : mask + n * a.maskN + och * a.howo;
-            uintptr_t const lo = reinterpret_cast<uintptr_t>(base + first) / kLine;
-            uintptr_t const hi = reinterpret_cast<uintptr_t>(base + last) / kLine;
-            if (lo + li <= hi)
-                prefetchLineL2(reinterpret_cast<void const*>((lo + li) * kLine));
-        }
-    }
-    if constexpr ((DCN_EXP_PF & 2) != 0)
-    {
-        int64_t const blocks = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-        int64_t const id = blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-        int64_t const images = a.pixels / a.howo;
-        int64_t const lines = (images * a.xImg * static_cast<int64_t>(sizeof(T)) + kLine - 1) / kLine;
-        int64_t const per = (lines + blocks - 1) / blocks;
-        char const* const xb = reinterpret_cast<char const*>(xh);
-        for (int64_t l = id * per + t; l < min(lines, (id + 1) * per); l += nt)
-            prefetchLineL2(xb + l * kLine);
-    }
-    if constexpr ((DCN_EXP_PF & 4) != 0 && C::TMA_A)
-    {
-        if (t < min(nChunks, C::STAGES))
-            prefetchTile2d(tmA, (kc0 + t) * C::BK, row0);
+        int const li = task % kLines;
+        int const side = (task / kLines) % 2;
+        int const row = task / (2 * kLines);
+        if (side == 1 && n1 == n0)
+            continue;
+        uint32_t const n = side == 0 ? n0 : n1;
+        int64_t const first = side == 0 ? p0 - static_cast<int64_t>(n0) * a.howo : 0;
+        int64_t const last = side == 1 ? pLast - static_cast<int64_t>(n1) * a.howo
+            : n1 == n0                 ? pLast - static_cast<int64_t>(n0) * a.howo
+                                       : a.howo - 1;
+        int const kp = row / 3;
+        int const which = row - kp * 3;
+        int64_t const och = static_cast<int64_t>(dg) * a.kk + kp;
+        T const* const base
+            = which < 2 ? offset + n * a.offsetN + (och * 2 + which) * a.howo : mask + n * a.maskN + och * a.howo;
+        uintptr_t const lo = reinterpret_cast<uintptr_t>(base + first) / kLine;
+        uintptr_t const hi = reinterpret_cast<uintptr_t>(base + last) / kLine;
+        if (lo + li <= hi)
+            prefetchLineL2(reinterpret_cast<void const*>((lo + li) * kLine));
     }
 }
 

@@ -110,22 +110,13 @@ __device__ __forceinline__ void tmaLoad2d(uint32_t dst, CUtensorMap const* map, 
 #endif
 }
 
-/* L2 hints (sm_90; no effect on results, no-ops below): the 128-byte line at p, and the box of
- * `map` at (c0, c1). L2 is the point of coherence of global memory, so a line fetched while another
- * kernel still writes it is never stale. */
+/* An L2 hint (sm_90; no effect on results, a no-op below): the 128-byte line at p. L2 is the point
+ * of coherence of global memory, so a line fetched while another kernel still writes it is never
+ * stale. */
 __device__ __forceinline__ void prefetchLineL2(void const* p)
 {
 #ifdef DCN_TMA_DEVICE
     asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(p)));
-#endif
-}
-__device__ __forceinline__ void prefetchTile2d(CUtensorMap const* map, int c0, int c1)
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(
-                     reinterpret_cast<uint64_t>(map)),
-        "r"(c0), "r"(c1)
-        : "memory");
 #endif
 }
 
