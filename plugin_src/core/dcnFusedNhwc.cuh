@@ -338,11 +338,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         {
             int const dg0 = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(g * a.cg + (kc0 / a.kk) * C::BK)) : 0;
             prefetchPlanRows<T, C>(a, offset, mask, p0, dg0, tid, C::CONSUMERS);
-            if constexpr (DCN_EXP_PFX != 0)
-            {
-                if (a.tileBase == 0)
-                    prefetchXShare<T, C>(a, xh, tid, C::CONSUMERS);
-            }
         }
     }
     if constexpr (C::PREGS > 0)

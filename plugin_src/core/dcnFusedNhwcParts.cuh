@@ -108,22 +108,6 @@ __device__ __forceinline__ void prefetchPlanRows(
     }
 }
 
-#ifndef DCN_EXP_PFX
-#define DCN_EXP_PFX 0
-#endif
-/* Experiment: the grid's blocks together fetch x into L2 once, line l by block l % blocks. */
-template <typename T, class C>
-__device__ __forceinline__ void prefetchXShare(FusedArgs const& a, T const* xh, int t, int nt)
-{
-    constexpr int kLine = 128;
-    int64_t const blocks = static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z;
-    int64_t const id = blockIdx.x + static_cast<int64_t>(gridDim.x) * (blockIdx.y + static_cast<int64_t>(gridDim.y) * blockIdx.z);
-    int64_t const bytes = static_cast<int64_t>(a.pixels / a.howo) * a.xImg * static_cast<int64_t>(sizeof(T));
-    char const* const xb = reinterpret_cast<char const*>(xh);
-    for (int64_t off = (id + t * blocks) * kLine; off < bytes; off += static_cast<int64_t>(nt) * blocks * kLine)
-        prefetchLineL2(xb + off);
-}
-
 } // namespace fused
 } // namespace dcn
 
