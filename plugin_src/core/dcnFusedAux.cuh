@@ -8,6 +8,8 @@
 
 #include "dcnFusedNhwc.cuh"
 
+#include <type_traits>
+
 namespace dcn
 {
 namespace fused
@@ -251,9 +253,16 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     int64_t const len = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of a row of partial sums
     int64_t const quads = (len + 3) / 4;
     int64_t const q = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
-    if (q >= quads * a.cout)
+    int64_t const items = quads * a.cout;
+    if (q >= items)
         return;
-    int64_t const co = q / quads;
+    // The loads' addresses wait on this division: 32-bit where the items allow (a 64-bit division
+    // is a subroutine of ~70 instructions).
+    int64_t co;
+    if (items <= static_cast<int64_t>(UINT32_MAX))
+        co = static_cast<uint32_t>(q) / static_cast<uint32_t>(quads);
+    else
+        co = q / quads;
     int64_t const i0 = (q - co * quads) * 4; // in the row
     int64_t const plane = static_cast<int64_t>(a.cout) * len;
     float const* const src = partial + co * len + i0;
@@ -290,15 +299,32 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     }
     float const b = a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
     float const r[4] = {sum.x, sum.y, sum.z, sum.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
+    // The 4 outputs in one store where they are consecutive in one image and the address allows it.
+    using Vec = typename std::conditional<sizeof(T) == 2, uint2, uint4>::type;
+    int64_t const pf = a.pixBase + i0;
+    uint32_t const nf = a.divHoWo.div(static_cast<uint32_t>(pf));
+    int64_t const rf = pf - static_cast<int64_t>(nf) * a.howo;
+    T* const dst = out + nf * a.outImg + co * a.howo + rf;
+    if (pf + 3 < a.pixels && rf + 3 < a.howo && reinterpret_cast<uintptr_t>(dst) % sizeof(Vec) == 0)
     {
-        int64_t const p = a.pixBase + i0 + j;
-        if (p < a.pixels)
+        alignas(16) T e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            e[j] = dcn::simple::fromFloat<T>(r[j] + b);
+        *reinterpret_cast<Vec*>(dst) = *reinterpret_cast<Vec const*>(e);
+    }
+    else
+    {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
         {
-            uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-            out[n * a.outImg + co * a.howo + (p - static_cast<int64_t>(n) * a.howo)]
-                = dcn::simple::fromFloat<T>(r[j] + b);
+            int64_t const p = pf + j;
+            if (p < a.pixels)
+            {
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                out[n * a.outImg + co * a.howo + (p - static_cast<int64_t>(n) * a.howo)]
+                    = dcn::simple::fromFloat<T>(r[j] + b);
+            }
         }
     }
     if (!a.waitFirst)
