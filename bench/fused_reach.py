@@ -1,0 +1,92 @@
+"""Which fused tiles AUTO picks, per precision and device class, over random problems (no GPU).
+
+Draws random DCNv2 problems (batch, groups, channels, deformable groups, kernel 1/3/5, stride and
+dilation 1-2, spatial sizes up to 160x200), asks the host-only choice (``dcnFusedChoice`` with its
+split tail) what AUTO runs on each device profile, and prints, per precision, how often each tile
+was picked per device class (8.x, 9.x, 10+) and the tiles never picked. A tile never picked for a
+precision on any class is an instantiation that only forced runs reach. The profiles are (SMs,
+opt-in shared memory per block, compute capability major) of common GPUs:
+
+    python3 bench/fused_reach.py --problems 20000 --lib build/libdcnconvert_core.so
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))  # tests/support: the core binding
+
+from bench_shapes import PRECISIONS  # noqa: E402
+from support import (
+    core,  # noqa: E402
+    core_fused,  # noqa: E402
+)
+
+DEVICES = {
+    "A100": (108, 166912, 8),
+    "RTX-3090": (82, 101376, 8),
+    "L40": (142, 101376, 8),
+    "H200": (132, 232448, 9),
+    "B200": (148, 232448, 10),
+    "RTX-5090": (170, 101376, 12),
+}
+
+
+def device_class(cc: int) -> str:
+    return "8.x" if cc == 8 else "9.x" if cc == 9 else "10+"
+
+
+def random_problem(rng: random.Random, dtype: int, math: int):
+    """One random problem as DcnParams (a fixed draw order, so that every precision gets the same shapes)."""
+    group = rng.choice([1, 1, 1, 2, 4])
+    cpg = rng.choice([8, 16, 24, 32, 40, 64, 96, 128, 192, 256, 320, 512, 1024])
+    c = cpg * group
+    dg = rng.choice([d for d in (1, 2, 4, 8) if c % d == 0])
+    cout = group * rng.choice([16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024])
+    k = rng.choice([1, 3, 3, 3, 5])
+    stride, dilation = rng.choice([1, 1, 2]), rng.choice([1, 1, 2])
+    pad = rng.choice([0, k // 2, k // 2 * dilation])
+    n = rng.choice([1, 1, 2, 4, 8])
+    low = max(1, (k - 1) * dilation + 1 - 2 * pad)
+    h, w = rng.randint(low, 160), rng.randint(low, 200)
+    return core.make_params(
+        (n, c, h, w), (cout, cpg, k, k), stride=(stride, stride), padding=(pad, pad),
+        dilation=(dilation, dilation), group=group, deformable_group=dg, with_bias=True,
+        dtype=dtype, math=math,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--lib", default=None, help="core library (default: build/)")
+    args = ap.parse_args(argv)
+    lib = core.load(args.lib)
+    names = [t.name for t in core_fused.tile_infos(lib)]
+    classes = sorted({device_class(cc) for _, _, cc in DEVICES.values()})
+    for prec in PRECISIONS:
+        rng = random.Random(args.seed)
+        picked: collections.Counter[tuple[str, str]] = collections.Counter()
+        for _ in range(args.problems):
+            p = random_problem(rng, prec.dtype, prec.math)
+            for device in DEVICES.values():
+                got = core_fused.fused_split_tail(p, device, lib=lib)
+                if got is not None:
+                    picked[(names[got[0]], device_class(device[2]))] += 1
+        for cls in classes:
+            cells = ", ".join(f"{t} {picked[(t, cls)]}" for t in names if picked[(t, cls)])
+            print(f"{prec.name} {cls}: {cells}")
+        never = [t for t in names if not any(picked[(t, cls)] for cls in classes)]
+        print(f"{prec.name} never picked: {', '.join(never) or '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
