@@ -256,8 +256,8 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     int64_t const items = quads * a.cout;
     if (q >= items)
         return;
-    // The loads' addresses wait on this division: 32-bit where the items allow (a 64-bit division
-    // is a subroutine of ~70 instructions).
+    // The loads' addresses wait on this division: 32-bit where the items allow, a much shorter
+    // instruction sequence than a 64-bit one.
     int64_t co;
     if (items <= static_cast<int64_t>(UINT32_MAX))
         co = static_cast<uint32_t>(q) / static_cast<uint32_t>(quads);
