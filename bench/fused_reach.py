@@ -8,6 +8,10 @@ precision on any class is an instantiation that only forced runs reach. The prof
 opt-in shared memory per block, compute capability major) of common GPUs:
 
     python3 bench/fused_reach.py --problems 20000 --lib build/libdcnconvert_core.so
+
+With ``--against OTHER_LIB`` it also asks a second library on the same problems and reports every
+choice (tile, K splits, split tail) on which the two differ (exit status 1 when any does): how a
+change to the tile table or the cost model is shown to leave AUTO's choices as they were.
 """
 
 from __future__ import annotations
@@ -62,29 +66,76 @@ def random_problem(rng: random.Random, dtype: int, math: int):
     )
 
 
+def reach(lib, problems: int, seed: int, other=None) -> tuple[dict, list[str]]:
+    """AUTO's picks over ``problems`` random problems per precision on every profile of DEVICES.
+
+    Returns:
+        ``{precision name: Counter of (tile name, device class)}`` and, when ``other`` (a second
+        core library with the same tile table) is given, one line per choice the two make
+        differently.
+    """
+    names = [t.name for t in core_fused.tile_infos(lib)]
+    picks: dict[str, collections.Counter] = {}
+    differ: list[str] = []
+    for prec in PRECISIONS:
+        rng = random.Random(seed)
+        picked: collections.Counter[tuple[str, str]] = collections.Counter()
+        for _ in range(problems):
+            p = random_problem(rng, prec.dtype, prec.math)
+            for device in DEVICES.values():
+                got = core_fused.fused_split_tail(p, device, lib=lib)
+                if other is not None:
+                    theirs = core_fused.fused_split_tail(p, device, lib=other)
+                    if theirs != got:
+                        differ.append(
+                            f"{prec.name} {device} {p.n}x{p.c}x{p.h}x{p.w} -> {p.cout} k{p.kh} "
+                            f"s{p.strideH} d{p.dilationH} g{p.group} dg{p.deformableGroup}: "
+                            f"{got} against {theirs}"
+                        )
+                if got is not None:
+                    picked[(names[got[0]], device_class(device[2]))] += 1
+        picks[prec.name] = picked
+    return picks, differ
+
+
+def built_never_picked(lib, picks: dict) -> dict[str, list[str]]:
+    """Per precision, the tiles the library builds for it (``dcnFusedTileInfo``) that AUTO never picked."""
+    out = {}
+    for prec in PRECISIONS:
+        dtype = {core.FLOAT32: "float32", core.FLOAT16: "float16", core.BFLOAT16: "bfloat16"}[prec.dtype]
+        built = [t.name for t in core_fused.tile_infos(lib) if t.takes(dtype, prec.math)]
+        out[prec.name] = [t for t in built if not any(k[0] == t for k in picks[prec.name])]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--problems", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--lib", default=None, help="core library (default: build/)")
+    ap.add_argument("--against", default=None, help="a second core library whose choices are compared")
     args = ap.parse_args(argv)
     lib = core.load(args.lib)
+    other = core.load(args.against) if args.against else None
     names = [t.name for t in core_fused.tile_infos(lib)]
+    if other is not None and [t.name for t in core_fused.tile_infos(other)] != names:
+        print("the two libraries have different tile tables; their choices are not comparable")
+        return 1
+    picks, differ = reach(lib, args.problems, args.seed, other)
+    never = built_never_picked(lib, picks)
     classes = sorted({device_class(cc) for _, _, cc in DEVICES.values()})
     for prec in PRECISIONS:
-        rng = random.Random(args.seed)
-        picked: collections.Counter[tuple[str, str]] = collections.Counter()
-        for _ in range(args.problems):
-            p = random_problem(rng, prec.dtype, prec.math)
-            for device in DEVICES.values():
-                got = core_fused.fused_split_tail(p, device, lib=lib)
-                if got is not None:
-                    picked[(names[got[0]], device_class(device[2]))] += 1
+        picked = picks[prec.name]
         for cls in classes:
             cells = ", ".join(f"{t} {picked[(t, cls)]}" for t in names if picked[(t, cls)])
             print(f"{prec.name} {cls}: {cells}")
-        never = [t for t in names if not any(picked[(t, cls)] for cls in classes)]
-        print(f"{prec.name} never picked: {', '.join(never) or '-'}")
+        print(f"{prec.name} built and never picked: {', '.join(never[prec.name]) or '-'}")
+    if other is not None:
+        for line in differ[:20]:
+            print(f"differ: {line}")
+        compared = args.problems * len(DEVICES) * len(PRECISIONS)
+        print(f"choices compared: {compared}, differing: {len(differ)}")
+        return 1 if differ else 0
     return 0
 
 

@@ -110,6 +110,22 @@ def test_tile_runs_follows_the_default_build(lib: ctypes.CDLL) -> None:
     assert not core_fused.tile_infos(lib)[0].runs_on(70)
 
 
+def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
+    """The family holds no kernel AUTO cannot choose: every (tile, precision) the library builds
+    (dcnFusedTileInfo) is AUTO's pick for some of bench/fused_reach.py's random problems on its six
+    device profiles; the NCHW tiles, reached through the fallback order, take every type.
+    (test_core_gpu_fused.py forces the pairs that are not built.)"""
+    sys.path.insert(0, str(REPO / "bench"))
+    import fused_reach
+
+    picks, _ = fused_reach.reach(lib, problems=20000, seed=7)
+    assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in ("fp32", "tf32", "fp16", "bf16")}
+    infos = core_fused.tile_infos(lib)
+    unbuilt = [(t.name, d) for t in infos for d in ("float32", "float16", "bfloat16") if not t.takes(d)]
+    assert ("wg-128x128", "float16") in unbuilt and ("async-128x64", "float32") in unbuilt
+    assert all(t.takes(d) for t in infos if t.kernel == "nchw" for d in ("float32", "float16", "bfloat16"))
+
+
 def test_tile_lists_take_names_and_indices(lib: ctypes.CDLL) -> None:
     # SANITIZE_FUSED_TILES and bench/core_race_one.py read tiles this way.
     infos = core_fused.tile_infos(lib)

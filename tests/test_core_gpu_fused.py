@@ -95,6 +95,7 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
                 "FP16/BF16 only",
                 "capability 9.",  # TMA and warpgroup-MMA tiles
                 "FP32 only",  # 32-channel TMA tiles
+                "not built for",  # (tile, precision) pairs AUTO never chooses
             )
             assert any(r in str(exc) for r in reasons), str(exc)
             continue
@@ -139,6 +140,28 @@ def test_auto_picks_fused_and_matches_forced_fused(lib, need_fused) -> None:
             assert not np.array_equal(auto, simple), (
                 f"{dtype}: fused and simple agree bit for bit (same kernel?)"
             )
+
+
+@pytest.mark.gpu
+def test_tiles_not_built_for_a_precision_refuse_it(lib, need_fused) -> None:
+    """A (tile, precision) pair AUTO never chooses has no kernel: forcing it fails with a message
+    that says so, on any compute capability the fused kernel runs on."""
+    from dcnconvert.errors import UnsupportedNodeError
+
+    case = FUSED_CASES[0]
+    refused = 0
+    for tile in core_fused.tile_infos(lib):
+        for dtype in DTYPES:
+            fp32 = dtype == "float32"
+            cannot = (fp32 and tile.bk > 32) or (not fp32 and tile.min_cc >= 90 and tile.bk == 32)
+            if tile.takes(dtype) or cannot:
+                continue  # built, or what its kernel cannot take (64-channel chunks, 128-byte TMA rows)
+            inputs, _, _ = inputs_refs(case, dtype)
+            with pytest.raises(UnsupportedNodeError, match="not built for"):
+                run_core(lib, case, dtype, inputs, core.ALGO_FUSED_TILE + tile.index)
+            refused += 1
+    # async-* and regs-128x64 in 3xTF32, wg-256x64-tf32 in 3xTF32, wg-128x128 in FP16, -p16 in BF16
+    assert refused >= 7, refused
 
 
 @pytest.mark.gpu

@@ -102,7 +102,7 @@ def test_misaligned_channel_last_x_and_prepared_weights_fall_back(lib, dtype: st
     x = cupy.ascontiguousarray(dev["x"].transpose(0, 2, 3, 1))
     shifted_x = cupy.empty(x.size + 1, dtype=x.dtype)[1:].reshape(x.shape)
     shifted_x[...] = x
-    tile = core_fused.tile_index("regs-128x64", lib)
+    tile = core_fused.tile_index("regs-128x32", lib)
     for algo in (core.ALGO_AUTO, core.ALGO_FUSED_TILE + tile):
         p = params_for(case, dtype, algo)
         prepared = core.prepare_weights(p, dev["weight"], lib)

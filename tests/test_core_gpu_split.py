@@ -175,7 +175,7 @@ def test_unaligned_weights_take_the_scalar_prep_path_with_the_same_bits(lib, nee
 
     case = SPLIT_CASES[0]
     inputs, ref, absref = inputs_refs(case, dtype)
-    p = params_for(case, dtype, core_fused.fused_algo(core_fused.tile_index("regs-128x64", lib)))
+    p = params_for(case, dtype, core_fused.fused_algo(core_fused.tile_index("regs-128x32", lib)))
     dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
     w = dev["weight"]
     shifted = cupy.empty(w.size + 1, dtype=w.dtype)[1:].reshape(w.shape)  # 2 or 4 bytes off alignment

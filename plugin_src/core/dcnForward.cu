@@ -166,13 +166,13 @@ DCN_CORE_EXPORT DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info)
     r.consumerWarps = t.cw;
     r.producerWarps = t.pw;
     r.stages = t.stages;
-    // Element types: 64-channel chunks FP16/BF16 only; TMA weight rows of 128 bytes (32 four-byte or
-    // 64 two-byte elements); FP32 warpgroup tiles whose two TF32 parts do not fit run TF32 only.
-    bool const fp32 = t.bk == 32;
-    bool const half = t.bk == 64 || !t.tmaA;
-    r.dtypes = (fp32 ? 1 << kDCN_FLOAT32 : 0) | (half ? (1 << kDCN_FLOAT16) | (1 << kDCN_BFLOAT16) : 0);
-    bool const accurate = !t.wgmma || t.stages * 2 * (stageABytes(t, 4) + stageBBytes(t, 4)) <= 227 * 1024;
-    r.fp32Math = fp32 ? (1 << kDCN_MATH_TF32) | (accurate ? 1 << kDCN_MATH_ACCURATE : 0) : 0;
+    // The element types and FP32 math modes it is built for (builtFor, dcnFusedTiles.h).
+    bool const tf32 = builtFor(t, kDCN_FLOAT32, kDCN_MATH_TF32);
+    bool const accurate = builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE);
+    r.dtypes = (tf32 || accurate ? 1 << kDCN_FLOAT32 : 0)
+        | (builtFor(t, kDCN_FLOAT16, kDCN_MATH_ACCURATE) ? 1 << kDCN_FLOAT16 : 0)
+        | (builtFor(t, kDCN_BFLOAT16, kDCN_MATH_ACCURATE) ? 1 << kDCN_BFLOAT16 : 0);
+    r.fp32Math = (tf32 ? 1 << kDCN_MATH_TF32 : 0) | (accurate ? 1 << kDCN_MATH_ACCURATE : 0);
     r.minComputeCapability = t.tmaA ? 90 : 80;
     r.splitsK = t.nhwc ? 1 : 0;
     *info = r;

@@ -210,6 +210,12 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
             return "the 64-channel-chunk tiles take FP16/BF16 only";
         if (kTiles[tile].tmaA && kTiles[tile].bk == 32 && p.dtype != kDCN_FLOAT32)
             return "the 32-channel TMA tiles copy 128-byte weight rows, which take FP32 only";
+        if (operandParts(tile, p) == 2 && !builtFor(kTiles[tile], p.dtype, p.math))
+            return "this FP32 warpgroup tile is not built for 3xTF32 (both TF32 parts of each operand would not fit in "
+                   "shared memory); it runs in TF32 mode";
+        if (!builtFor(kTiles[tile], p.dtype, p.math))
+            return "AUTO never chooses this tile for this element type and math, so it is not built for it (the "
+                   "tiles dcnFusedTileInfo lists for it are)";
         if (kTiles[tile].tmaA && !d.tma)
             return "the TMA tiles need compute capability 9.0 or newer, sm_90 code in this build and a "
                    "driver with cuTensorMapEncodeTiled";

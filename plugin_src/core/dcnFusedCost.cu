@@ -26,15 +26,10 @@ float chunkWeight(int tile, DcnParams const& p)
         return 0.0f;
     if ((t.asyncA || t.tmaA) && t.bm > mg && t.pregs == 0)
         return 0.0f;
-    switch (p.dtype)
-    {
-    case kDCN_FLOAT16: return t.wFp16;
-    case kDCN_BFLOAT16: return t.wBf16;
-    default: break;
-    }
-    if (p.math == kDCN_MATH_TF32)
-        return t.wTf32;
-    return mg > 64 && t.wFp32Wide > 0.0f ? t.wFp32Wide : t.wFp32; // 3xTF32, bound by its consumers
+    bool const accurate = p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32;
+    if (accurate && mg > 64 && t.wFp32Wide > 0.0f && t.wFp32 > 0.0f)
+        return t.wFp32Wide; // 3xTF32, bound by its consumers
+    return precisionWeight(t, p.dtype, p.math);
 }
 
 /* Blocks of `tile` that share an SM at full speed each: the tf32Blocks column in TF32 (tma-128x32-fp32:

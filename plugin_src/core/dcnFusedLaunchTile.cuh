@@ -12,6 +12,7 @@
 #include "dcnInternal.h"
 
 #include <atomic>
+#include <type_traits>
 
 namespace dcn
 {
@@ -19,6 +20,17 @@ namespace fused
 {
 
 using dcn::detail::setMsg;
+
+/* The DcnDataType and DcnMath of a kernel's element type and math (builtFor). */
+template <typename T>
+constexpr int32_t dtypeOf()
+{
+    return std::is_same<T, float>::value ? kDCN_FLOAT32 : std::is_same<T, __half>::value ? kDCN_FLOAT16 : kDCN_BFLOAT16;
+}
+constexpr int32_t mathOf(MathKind mk)
+{
+    return mk == MathKind::kTf32 ? kDCN_MATH_TF32 : kDCN_MATH_ACCURATE;
+}
 
 template <typename T, MathKind MK, int TILE>
 DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
@@ -28,25 +40,10 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
     dim3 const grid(static_cast<unsigned>((a.pixels + S.bn - 1) / S.bn), static_cast<unsigned>((a.mg + S.bm - 1) / S.bm),
         static_cast<unsigned>(p.group * a.splits));
     static std::atomic<uint64_t> configured{0}; // one bit per device: shared-memory limit raised
-    if constexpr (S.nhwc && S.bk > 32 && sizeof(T) == 4)
+    // What builtFor excludes has no kernel (unsupportedReason refuses it on the host first).
+    if constexpr (!builtFor(S, dtypeOf<T>(), mathOf(MK)))
     {
-        setMsg(msg, msgLen, "fused kernel: tile %s has 64-channel chunks, which take FP16/BF16 only", kTileNames[TILE]);
-        return kDCN_UNSUPPORTED;
-    }
-    else if constexpr (S.tmaA && S.bk * sizeof(T) != 128)
-    {
-        setMsg(msg, msgLen, "fused kernel: tile %s copies 128-byte weight rows by TMA, which take FP32 only",
-            kTileNames[TILE]);
-        return kDCN_UNSUPPORTED;
-    }
-    // A warpgroup tile whose 3xTF32 stages (both TF32 parts of each operand) exceed the largest
-    // shared memory of a 9.x block: no kernel is instantiated (it could never launch, and it spills);
-    // unsupportedReason refuses it on the host first.
-    else if constexpr (S.nhwc && S.wgmma && MK == MathKind::k3xTf32
-        && S.stages * 2 * (stageABytes(S, sizeof(T)) + stageBBytes(S, sizeof(T))) > 227 * 1024)
-    {
-        setMsg(msg, msgLen, "fused kernel: tile %s does not fit in shared memory in 3xTF32 (both TF32 parts of "
-            "each operand); it runs FP32 in TF32 mode only", kTileNames[TILE]);
+        setMsg(msg, msgLen, "fused kernel: tile %s is not built for this element type and math", kTileNames[TILE]);
         return kDCN_UNSUPPORTED;
     }
     else if constexpr (S.nhwc)

@@ -34,7 +34,9 @@ namespace fused
  * (compute capability 9.x, sm_90a code, dcnFusedWgmma.cuh; warpsM = cw); pregs: producer registers
  * per thread of a warpgroup tile (setmaxnreg; the consumers get the rest), 0: no split.
  * Cost (dcnFusedCost.cu): the time of one 32-channel K chunk of a block relative to regs-128x64's,
- * per element type and FP32 math (0: AUTO does not choose the tile there); wFp32Wide: the 3xTF32
+ * per element type and FP32 math (in 3xTF32 relative to what it measured when that kernel was
+ * built; regs-128x32 and regs-64x64 always cost less there); 0: AUTO does not choose the tile
+ * there, and no kernel is built for it (builtFor); wFp32Wide: the 3xTF32
  * weight where a group has more than 64 output channels (0: wFp32 applies); AUTO considers the tile
  * only for groups of at most maxMg output channels (0: any) and more than minMg; blockFixed: work
  * per block outside the K walk (sampling plan, pipeline fill and drain, epilogue) in such chunks;
@@ -67,7 +69,7 @@ enum TileId : int
 {
     kRegs64x64,       // groups of at most 64 output channels
     kRegs128x32,      // narrow pixel tiles: small batch-1 layers fill more SMs
-    kRegs128x64,      // the reference of the cost weights
+    kRegs128x64,      // the unit of the cost weights
     kNchw128x64,      // channels not divisible by 32
     kNchw64x64,       // the same for groups of at most 64 output channels
     kRegs128x64K64,
@@ -96,7 +98,7 @@ enum TileId : int
 constexpr TileShape kTiles[kTileCount] = {
     {64, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 0.80f, 0.80f, 0.60f, 0.60f, 0.0f, 64, 0, 20.0f, 1},
     {128, 32, 4, 4, 4, 4, true, 32, false, false, false, 0, 0.82f, 0.82f, 0.60f, 0.72f, 0.45f, 0, 0, 20.0f, 1},
-    {128, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 1.00f, 1.00f, 1.00f, 1.00f, 0.0f, 0, 0, 20.0f, 1},
+    {128, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 1.00f, 1.00f, 0.0f, 1.00f, 0.0f, 0, 0, 20.0f, 1},
     {128, 64, 4, 8, 8, 4, false, 32, false, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
     {64, 64, 2, 4, 8, 4, false, 32, false, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
     {128, 64, 2, 4, 8, 4, true, 64, false, false, false, 0, 0.83f, 0.83f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1},
@@ -119,6 +121,28 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
 };
+
+/* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
+ * wBf16, wTf32, and wFp32 in 3xTF32 (wFp32Wide only refines a non-zero wFp32). */
+DCN_TILE_HD constexpr float precisionWeight(TileShape const& t, int32_t dtype, int32_t math)
+{
+    return dtype == kDCN_FLOAT16 ? t.wFp16
+        : dtype == kDCN_BFLOAT16 ? t.wBf16
+        : math == kDCN_MATH_TF32 ? t.wTf32
+                                 : t.wFp32;
+}
+
+/* Whether tile t has a kernel for an element type and FP32 math: one rule for the instantiation
+ * units (launchTile), the host's checks (unsupportedReason) and dcnFusedTileInfo. The NCHW tiles
+ * (reached through the fallback order) take every type; a channel-vectorised tile only those of
+ * its non-zero cost columns, so that no kernel is built that AUTO cannot choose. The columns left
+ * at 0 cover what cannot run (FP32 64-channel chunks, FP16/BF16 on 128-byte TMA rows of 32
+ * channels, a warpgroup tile whose 3xTF32 stages exceed a block's shared memory; tileColumnsFit
+ * below) and what AUTO never picks (bench/fused_reach.py, docs/fused_kernel_notes.md). */
+DCN_TILE_HD constexpr bool builtFor(TileShape const& t, int32_t dtype, int32_t math)
+{
+    return !t.nhwc || precisionWeight(t, dtype, math) > 0.0f;
+}
 
 /* The names of the configurations (kTiles order), as dcnFusedTileInfo reports them. */
 extern char const* const kTileNames[kTileCount];
@@ -152,6 +176,30 @@ DCN_TILE_HD constexpr size_t tileSmemBytes(TileShape const& t, size_t elem, int 
     return t.stages * parts * (stageABytes(t, elem) + stageBBytes(t, elem))
         + size_t(slots) * kk * t.bn * (4 * sizeof(float) + sizeof(int64_t)) + extraBytes(t);
 }
+
+/* The zero cost columns the kernels need (builtFor): the 64-channel-chunk tiles take FP16/BF16
+ * only, the 32-channel TMA tiles (128-byte weight rows) FP32 only, and a warpgroup tile has no
+ * 3xTF32 kernel where both TF32 parts of each operand would need more than 227 KiB of stages;
+ * wFp32Wide refines a wFp32 that is set. */
+constexpr bool tileColumnsFit()
+{
+    for (TileShape const& t : kTiles)
+    {
+        bool const fp32 = builtFor(t, kDCN_FLOAT32, kDCN_MATH_TF32) || builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE);
+        bool const half = builtFor(t, kDCN_FLOAT16, kDCN_MATH_ACCURATE) || builtFor(t, kDCN_BFLOAT16, kDCN_MATH_ACCURATE);
+        if (t.nhwc && t.bk > 32 && fp32)
+            return false;
+        if (t.tmaA && t.bk == 32 && half)
+            return false;
+        if (t.wFp32Wide > 0.0f && t.wFp32 <= 0.0f)
+            return false;
+        if (t.wgmma && builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE)
+            && t.stages * 2 * (stageABytes(t, 4) + stageBBytes(t, 4)) > 227 * 1024)
+            return false;
+    }
+    return true;
+}
+static_assert(tileColumnsFit(), "a tile has a cost column for an element type or math its kernel cannot take");
 
 /* The producer mapping of the channel-vectorised kernel (NTile, dcnFusedNhwcTile.cuh), one
  * definition for the kernel and the host: 16-byte sampling tasks per producer thread and chunk; the
