@@ -35,7 +35,7 @@ namespace fused
  * per thread of a warpgroup tile (setmaxnreg; the consumers get the rest), 0: no split.
  * Cost (dcnFusedCost.cu): the time of one 32-channel K chunk of a block relative to regs-128x64's,
  * per element type and FP32 math (in 3xTF32 relative to what it measured when that kernel was
- * built; regs-128x32 and regs-64x64 always cost less there); 0: AUTO does not choose the tile
+ * built; regs-128x32 or regs-64x64 costs less there); 0: AUTO does not choose the tile
  * there, and no kernel is built for it (builtFor); wFp32Wide: the 3xTF32
  * weight where a group has more than 64 output channels (0: wFp32 applies); AUTO considers the tile
  * only for groups of at most maxMg output channels (0: any) and more than minMg; blockFixed: work
