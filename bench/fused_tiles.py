@@ -28,7 +28,8 @@ from support import (
 )
 from support.core_cases import ensure_core_built  # noqa: E402
 
-# name: (n, c, h, w, cout, stride)
+# name: (n, c, h, w, cout, stride[, kernel, deformable groups]); 3x3 and one deformable group
+# unless given; padding kernel // 2
 SHAPES = {
     "R50-c3": (1, 128, 100, 168, 128, 1),
     "R50-c3-s2": (1, 128, 200, 336, 128, 2),
@@ -45,6 +46,10 @@ SHAPES = {
     "DLA-ida1-proj": (1, 256, 32, 32, 128, 1),
     "DLA-ida1-node": (1, 128, 64, 64, 128, 1),
     "DLA-up-proj": (1, 256, 32, 32, 64, 1),
+    # 5x5 with several deformable groups, where the 16-producer tiles' plans do not fit and an H200
+    # runs wg-256x64-2wg
+    "K5-dg8": (1, 1024, 108, 134, 256, 1, 5, 8),
+    "K5-dg2": (2, 256, 61, 159, 1024, 1, 5, 2),
 }
 SPLIT_REDUCE = {
     "auto": core.SPLIT_REDUCE_AUTO,
@@ -120,19 +125,20 @@ def main() -> int:
         + f" {'auto':>7s} {'simple':>7s}  best  TFLOP/s(auto)"
     )
     for name in args.shapes.split(","):
-        n, c, h, w, cout, s = SHAPES[name]
-        ho, wo = (h + 2 - 3) // s + 1, (w + 2 - 3) // s + 1
-        flop = 2.0 * n * cout * ho * wo * c * 9
+        n, c, h, w, cout, s, k, dg = (*SHAPES[name], 3, 1)[:8]
+        kk, pad = k * k, k // 2
+        ho, wo = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
+        flop = 2.0 * n * cout * ho * wo * c * kk
         for prec in args.dtypes.split(","):
             code, math = PRECISIONS[prec]
             esize = 4 if code == core.FLOAT32 else 2
-            per_set = (n * c * h * w + n * 27 * ho * wo + n * cout * ho * wo) * esize
+            per_set = (n * c * h * w + n * 3 * dg * kk * ho * wo + n * cout * ho * wo) * esize
             sets = max(2, int(2 * l2 // per_set) + 1)
             bufs = []
             for _ in range(sets):
                 x = rs.standard_normal((n, c, h, w), dtype=cupy.float32)
-                o = rs.standard_normal((n, 18, ho, wo), dtype=cupy.float32) * args.offset_scale
-                m = rs.uniform(0, 1, (n, 9, ho, wo), dtype=cupy.float32)
+                o = rs.standard_normal((n, 2 * dg * kk, ho, wo), dtype=cupy.float32) * args.offset_scale
+                m = rs.uniform(0, 1, (n, dg * kk, ho, wo), dtype=cupy.float32)
                 if code == core.FLOAT16:
                     cast = lambda a: a.astype(cupy.float16)  # noqa: E731
                 elif code == core.BFLOAT16:
@@ -141,15 +147,16 @@ def main() -> int:
                     cast = lambda a: a  # noqa: E731
                 out = cupy.empty((n, cout, ho, wo), dtype=cupy.float32 if esize == 4 else cupy.uint16)
                 bufs.append((cast(x), cast(o), cast(m), out))
-            wt = cast(rs.standard_normal((cout, c, 3, 3), dtype=cupy.float32) / np.sqrt(c * 9))
+            wt = cast(rs.standard_normal((cout, c, k, k), dtype=cupy.float32) / np.sqrt(c * kk))
             bias = cast(rs.standard_normal((cout,), dtype=cupy.float32))
             row = []
 
             p_auto = core.make_params(
                 (n, c, h, w),
-                (cout, c, 3, 3),
+                (cout, c, k, k),
                 stride=(s, s),
-                padding=(1, 1),
+                padding=(pad, pad),
+                deformable_group=dg,
                 with_bias=True,
                 dtype=code,
                 math=math,

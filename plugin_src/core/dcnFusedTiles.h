@@ -224,7 +224,7 @@ DCN_TILE_HD constexpr int ringDepth(TileShape const& t, size_t elem)
         : t.pregs > 0 ? 2
         : producerUnits(t, elem) > 1 ? 3
         : elem == 4 ? 2
-        : t.bk > 32 ? ((!t.asyncA && !t.tmaA) || t.bn * t.bk > 64 * 64 ? 2 : 3)
+        : t.bk > 32 ? ((!t.asyncA && !t.tmaA) || t.bn * t.bk > 64 * 64 || (t.cw + t.pw) * 32 >= 512 ? 2 : 3)
         : ((t.cw + t.pw) * 32 <= 384 ? 5 : 3);
 }
 
