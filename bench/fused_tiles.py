@@ -125,9 +125,9 @@ def main() -> int:
         + f" {'auto':>7s} {'simple':>7s}  best  TFLOP/s(auto)"
     )
     for name in args.shapes.split(","):
-        n, c, h, w, cout, s, k, dg = (*SHAPES[name], 3, 1)[:8]
-        kk, pad = k * k, k // 2
-        ho, wo = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
+        n, c, h, w, cout, s, ks, dg = (*SHAPES[name], 3, 1)[:8]
+        kk, pad = ks * ks, ks // 2
+        ho, wo = (h + 2 * pad - ks) // s + 1, (w + 2 * pad - ks) // s + 1
         flop = 2.0 * n * cout * ho * wo * c * kk
         for prec in args.dtypes.split(","):
             code, math = PRECISIONS[prec]
@@ -147,13 +147,13 @@ def main() -> int:
                     cast = lambda a: a  # noqa: E731
                 out = cupy.empty((n, cout, ho, wo), dtype=cupy.float32 if esize == 4 else cupy.uint16)
                 bufs.append((cast(x), cast(o), cast(m), out))
-            wt = cast(rs.standard_normal((cout, c, k, k), dtype=cupy.float32) / np.sqrt(c * kk))
+            wt = cast(rs.standard_normal((cout, c, ks, ks), dtype=cupy.float32) / np.sqrt(c * kk))
             bias = cast(rs.standard_normal((cout,), dtype=cupy.float32))
             row = []
 
             p_auto = core.make_params(
                 (n, c, h, w),
-                (cout, c, k, k),
+                (cout, c, ks, ks),
                 stride=(s, s),
                 padding=(pad, pad),
                 deformable_group=dg,

@@ -208,7 +208,10 @@ static_assert(tileColumnsFit(), "a tile has a cost column for an element type or
  * task per unit); and the register sets (units in flight) of its ring. Producers of 80 registers
  * (wg-256x64-p16, wg-256x64-tf32) hold 3 sets: corner loads two chunks ahead. tma-128x32-k64-p8
  * (one task per thread) keeps 3: with 4 or 5 (no spills) the CenterNet layers it runs took -1.9% to
- * -0.8% in FP16 and +0.6% to +3.6% in BF16 on an H200. The host's plan slots cover ringDepth + 1
+ * -0.8% in FP16 and +0.6% to +3.6% in BF16 on an H200. The 512-thread 64-channel TMA tiles
+ * (wg-256x64-2wg, tma-256x64-k64: 128 registers per thread) hold 2 sets of their 2 tasks: with 3
+ * they spilled 92-220 bytes and took 1.15-1.93x as long (FP16 and BF16, H200,
+ * docs/producer_sets_h200.txt). The host's plan slots cover ringDepth + 1
  * chunks (planChunks: the producers also read one chunk's plan ahead). */
 DCN_TILE_HD constexpr int producerTasks(TileShape const& t, size_t elem)
 {
