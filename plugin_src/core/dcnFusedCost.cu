@@ -27,7 +27,7 @@ float chunkWeight(int tile, DcnParams const& p)
     if ((t.asyncA || t.tmaA) && t.bm > mg && t.pregs == 0)
         return 0.0f;
     bool const accurate = p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32;
-    if (accurate && mg > 64 && t.wFp32Wide > 0.0f && t.wFp32 > 0.0f)
+    if (accurate && mg > 64 && t.wFp32Wide > 0.0f) // set only beside a wFp32 (tileColumnsFit)
         return t.wFp32Wide; // 3xTF32, bound by its consumers
     return precisionWeight(t, p.dtype, p.math);
 }
