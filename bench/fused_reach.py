@@ -101,10 +101,11 @@ def reach(lib, problems: int, seed: int, other=None) -> tuple[dict, list[str]]:
 
 def built_never_picked(lib, picks: dict) -> dict[str, list[str]]:
     """Per precision, the tiles the library builds for it (``dcnFusedTileInfo``) that AUTO never picked."""
+    infos = core_fused.tile_infos(lib)
+    dtypes = {core.FLOAT32: "float32", core.FLOAT16: "float16", core.BFLOAT16: "bfloat16"}
     out = {}
     for prec in PRECISIONS:
-        dtype = {core.FLOAT32: "float32", core.FLOAT16: "float16", core.BFLOAT16: "bfloat16"}[prec.dtype]
-        built = [t.name for t in core_fused.tile_infos(lib) if t.takes(dtype, prec.math)]
+        built = [t.name for t in infos if t.takes(dtypes[prec.dtype], prec.math)]
         out[prec.name] = [t for t in built if not any(k[0] == t for k in picks[prec.name])]
     return out
 
