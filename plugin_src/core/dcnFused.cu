@@ -107,7 +107,6 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, i
     a.divCPerDg.init(static_cast<uint32_t>(p.c / p.deformableGroup));
     a.divHoWo.init(static_cast<uint32_t>(p.ho * p.wo));
     a.divWo.init(static_cast<uint32_t>(p.wo));
-    a.divCbs.init(static_cast<uint32_t>(a.cg / t.bk > 0 ? a.cg / t.bk : 1));
     return a;
 }
 

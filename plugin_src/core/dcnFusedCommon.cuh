@@ -46,8 +46,7 @@ struct FusedArgs
     // sums through distributed shared memory (sm_90; clusterReduceTile): no partial sums in global
     // memory, no reduction kernel.
     int32_t clusterReduce;
-    // divCbs: by the channel blocks of BK channels per group (channel-vectorised kernel).
-    FastDiv divCPerDg, divHoWo, divWo, divCbs;
+    FastDiv divCPerDg, divHoWo, divWo;
 };
 
 constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)
@@ -152,14 +151,11 @@ __device__ __forceinline__ void planCell(FusedArgs const& a, int kp, uint32_t n,
  * a round trip to memory per entry (NTile::PLAN_BATCH says where more than one is used). */
 template <typename T, class C, bool NHWC = false, bool PACK16 = false, int kPlanBatch = 1>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
-    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid,
-    int kpFirst = 0, int kpCount = -1)
+    T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
 {
     using dcn::simple::toFloat;
-    // Kernel points [kpFirst, kpFirst + kpCount) only (all by default): a K-split block that walks
-    // kernel point by kernel point (dcnFusedNhwc.cuh) needs no others.
-    int const total = (kpFirst + (kpCount < 0 ? a.kk : kpCount)) * C::BN;
-    for (int e0 = kpFirst * C::BN + ptid; e0 < total; e0 += kPlanBatch * C::PRODUCERS)
+    int const total = a.kk * C::BN;
+    for (int e0 = ptid; e0 < total; e0 += kPlanBatch * C::PRODUCERS)
     {
         T dy[kPlanBatch];
         T dx[kPlanBatch];

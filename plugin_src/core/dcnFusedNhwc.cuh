@@ -63,16 +63,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     int const allChunks = a.kg / C::BK; // kg is a multiple of BK here
     int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);
     int const nChunks = static_cast<int>(static_cast<int64_t>(split + 1) * allChunks / a.splits) - kc0;
-    // Order of the K walk. The weights' order is channel block outer, kernel point inner (chunk q =
-    // cb * kk + kp). A K-split block with one deformable group and a TMA weight tile walks kernel
-    // point outer (q = kp * cbs + cb over the group's cbs channel blocks): its share of K then spans
-    // kpCount kernel points, the only ones its plan holds (a split block of 4-24 chunks of a 3x3
-    // kernel touches 1-3 of them, and built the plan of all 9). FP16/BF16 only: in FP32 the
-    // 64-register producers of wg-128x64-tf32 spilled with it.
-    bool const tapMajor = C::TMA_A && sizeof(T) == 2 && a.splits > 1 && a.deformableGroups == 1;
-    int const cbs = a.cg / C::BK;
-    int const kpFirst = tapMajor ? kc0 / cbs : 0;
-    int const kpCount = !tapMajor ? a.kk : nChunks > 0 ? (kc0 + nChunks - 1) / cbs - kpFirst + 1 : 0;
     if (tid == 0)
     {
         for (int s = 0; s < C::STAGES; ++s)
@@ -120,8 +110,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         int bPix[C::PXT];
         uint32_t bDst[C::PXT];
         T const* xLane[C::PXT];
-        int cb = tapMajor ? kc0 - kpFirst * cbs : kc0 / a.kk;
-        int kp = tapMajor ? kpFirst : kc0 - cb * a.kk;
+        int cb = kc0 / a.kk;
+        int kp = kc0 - cb * a.kk;
         int cIn = g * a.cg + cb * C::BK; // first input channel of the next chunk to prepare
 #pragma unroll
         for (int j = 0; j < C::PXT; ++j)
@@ -150,9 +140,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             uint2 w[C::PACK16 ? C::PXU : 1]; // PACK16: the corner weights, two T pairs
             int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
         };
-        // The sampling plan of the next chunk's deformable group (built when that group changes), of
-        // kernel points [kpF, kpF + kpC).
-        auto ensurePlan = [&](int kpF, int kpC) {
+        // The sampling plan of the next chunk's deformable group (built when that group changes).
+        auto ensurePlan = [&]() {
             if (planned < 0 || (kp == 0 && a.deformableGroups > 1))
             {
                 int const dg = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) : 0;
@@ -160,8 +149,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     slot = planned < 0 ? dg % a.planSlots : (slot + 1 == a.planSlots ? 0 : slot + 1);
                     barSync(kBarProducers, C::PRODUCERS); // nobody still reads the slot replaced
-                    buildPlan<T, C, true, C::PACK16, C::PLAN_BATCH>(
-                        a, offset, mask, p0, dg, slot, planW, planI, ptid, kpF, kpC);
+                    buildPlan<T, C, true, C::PACK16, C::PLAN_BATCH>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);
@@ -175,7 +163,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         // in order; the last one moves on to the next chunk.
         auto prepare = [&](Regs& R, int h) {
             if (h == 0)
-                ensurePlan(0, a.kk); // a rebuild: more than one deformable group, so all kernel points
+                ensurePlan();
             if constexpr (C::REG_A)
             {
 #pragma unroll
@@ -202,17 +190,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             R.e0 = e0;
             if (h + 1 < C::SUB)
                 return;
-            if (tapMajor)
-            {
-                int const back = ++cb == cbs ? cbs * C::BK : 0;
-                cb = back ? 0 : cb;
-                kp += back ? 1 : 0;
-                cIn += C::BK - back;
-#pragma unroll
-                for (int j = 0; j < C::PXT; ++j)
-                    xLane[j] += C::BK - back;
-            }
-            else if (++kp == a.kk)
+            if (++kp == a.kk)
             {
                 kp = 0;
                 cIn += C::BK;
@@ -220,12 +198,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 for (int j = 0; j < C::PXT; ++j)
                     xLane[j] += C::BK;
             }
-            // The next chunk's cell offsets (stale only if that chunk rebuilds the plan, see above;
-            // past a tap-major walk's last chunk, kp may be a.kk: an entry of the slot, never used).
-            int const kpNext = min(kp, a.kk - 1);
+            // The next chunk's cell offsets (stale only if that chunk rebuilds the plan, see above).
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
-                nextIdx[j] = planI[slotBase + kpNext * C::BN + bPix[j]];
+                nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
         };
         auto finish = [&](int kc, int h, Regs const& R) {
             int const s = kc % C::STAGES;
@@ -242,15 +218,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     // The barrier above ordered the consumers' reads of stage s before this thread.
                     fenceProxyAsync();
                     mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
-                    // Chunk q's column in the weights' order.
-                    int const q = kc0 + kc;
-                    int const qkp = tapMajor ? static_cast<int>(a.divCbs.div(static_cast<uint32_t>(q))) : 0;
-                    int const col = (tapMajor ? (q - qkp * cbs) * a.kk + qkp : q) * C::BK;
-                    tmaLoad2d(smemAddr(sA) + aStage, &tmA, col, g * a.mg + m0, fullA + 8 * s);
+                    tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
                     if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
-                        tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, col,
+                        tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
                             a.cout + g * a.mg + m0, fullA + 8 * s);
-
                 }
             }
             else if constexpr (C::ASYNC_A)
@@ -318,7 +289,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         if (a.waitFirst)
             gridDependencyWait();
         if (nChunks > 0)
-            ensurePlan(kpFirst, kpCount);
+            ensurePlan();
         if (!a.waitFirst)
             gridDependencyWait();
         // A ring of PD register sets: unit i + PD - 1 is loading while unit i is finished (unit i
@@ -366,7 +337,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         if (a.waitFirst)
         {
             int const dg0 = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(g * a.cg + (kc0 / a.kk) * C::BK)) : 0;
-            prefetchPlanRows<T, C>(a, offset, mask, p0, dg0, kpFirst, kpCount, tid, C::CONSUMERS);
+            prefetchPlanRows<T, C>(a, offset, mask, p0, dg0, tid, C::CONSUMERS);
         }
     }
     if constexpr (C::PREGS > 0)

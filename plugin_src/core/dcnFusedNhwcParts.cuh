@@ -70,11 +70,10 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
 /* L2 hints for the first sampling plan of a block on the engine path (no prep pass: the plan's
  * loads come right after the dependency wait), issued by its consumer threads t = 0 .. nt - 1
  * while the producers wait for the previous kernel: the 128-byte lines of the offset and mask rows
- * of deformable group dg, kernel points [kpFirst, kpFirst + kpCount), pixels [p0, p0 + BN) (one or
- * two images). */
+ * of deformable group dg, every kernel point, pixels [p0, p0 + BN) (one or two images). */
 template <typename T, class C>
 __device__ __forceinline__ void prefetchPlanRows(
-    FusedArgs const& a, T const* offset, T const* mask, int64_t p0, int dg, int kpFirst, int kpCount, int t, int nt)
+    FusedArgs const& a, T const* offset, T const* mask, int64_t p0, int dg, int t, int nt)
 {
     constexpr int kLine = 128;
     constexpr int kLines = (C::BN * static_cast<int>(sizeof(T)) + kLine - 1) / kLine + 1; // per row and image
@@ -83,13 +82,13 @@ __device__ __forceinline__ void prefetchPlanRows(
         return;
     uint32_t const n0 = a.divHoWo.div(static_cast<uint32_t>(p0));
     uint32_t const n1 = a.divHoWo.div(static_cast<uint32_t>(pLast));
-    // Task: (kernel point kpFirst .. + kpCount - 1, dy | dx | mask) x (image n0 | n1) x line.
-    int const tasks = kpCount * 3 * 2 * kLines;
+    // Task: (kernel point, dy | dx | mask) x (image n0 | n1) x line.
+    int const tasks = a.kk * 3 * 2 * kLines;
     for (int task = t; task < tasks; task += nt)
     {
         int const li = task % kLines;
         int const side = (task / kLines) % 2;
-        int const row = kpFirst * 3 + task / (2 * kLines);
+        int const row = task / (2 * kLines);
         if (side == 1 && n1 == n0)
             continue;
         uint32_t const n = side == 0 ? n0 : n1;
