@@ -34,9 +34,9 @@ SPLIT_CASES: list[Case] = [
     Case("s_c256_dg2", 2, 256, 9, 11, 72, (3, 3), padding=(1, 1), dg=2, off_scale=2.0),
     # 2 groups of 36 chunks, 4 deformable groups (18 chunks each), non-square attributes.
     Case("s_g2_dg4_nonsq", 1, 256, 10, 13, 160, (3, 3), (1, 2), (1, 1), (2, 1), group=2, dg=4, off_scale=3.0),
-    # One deformable group: the FP16/BF16 TMA tiles walk a split's K kernel point by kernel point
-    # (4 or 8 channel blocks each, shares that start and end inside a kernel point); 2 groups of 256
-    # channels, non-square attributes, one 64-pixel tile.
+    # One deformable group (one plan per block, never rebuilt), 2 groups of 256 channels (36 or 72
+    # chunks each, shares that start and end inside a channel block), non-square attributes, one
+    # 64-pixel tile.
     Case("s_g2_dg1_nonsq", 1, 512, 10, 13, 160, (3, 3), (1, 2), (1, 1), (2, 1), group=2, off_scale=3.0),
 ]
 def split_tiles_for(lib, dtype: str, math: int = core.MATH_ACCURATE) -> list[int]:
