@@ -278,8 +278,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             }
             else
             {
-                if constexpr (C::WG)
-                    fenceProxyAsync(); // this thread's B stores, before the MMAs read them (async proxy)
+                // Warpgroup tiles: the consumers order these generic-proxy B stores before their
+                // MMAs' async-proxy reads (nhwcConsumers), after this release and their acquire.
                 mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
             }
         };
