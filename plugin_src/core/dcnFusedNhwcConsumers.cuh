@@ -12,6 +12,7 @@
 
 #include "dcnFusedCluster.cuh"
 #include "dcnFusedCommon.cuh"
+#include "dcnFusedNhwcParts.cuh"
 #include "dcnFusedTma.cuh"
 #include "dcnFusedWgmma.cuh"
 
@@ -29,12 +30,6 @@ namespace fused
  *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
  *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
  *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
-template <class C>
-__device__ __forceinline__ constexpr int stagedLd()
-{
-    return C::BN + 4; // swapped: 2 LDT = 8 banks, a warp's 8 pixels x 4 channel pairs hit 32 banks
-}
-
 template <typename T, class C>
 __device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4], float* sT,
     int ctid, int wRow, int wn, int m0, int g, T const* __restrict__ bias)
@@ -71,47 +66,6 @@ __device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)
     bool const withBias = (a.splits == 1 || a.clusterReduce) && a.withBias; // else the reduction kernel adds it
     for (int c = ctid; c < C::BM; c += C::CONSUMERS)
         sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<T>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
-}
-
-/* Item (c, px) of the staged tile: VE consecutive pixels of channel c from px, read as float4s (rows
- * of LDT floats, LDT and px multiples of 4, sT 16-byte aligned), with `add` added. */
-template <class C, int VE>
-__device__ __forceinline__ void readStaged(float const* sT, int c, int px, float add, float (&v)[VE])
-{
-#pragma unroll
-    for (int i = 0; i < VE; i += 4)
-    {
-        float4 const f = *reinterpret_cast<float4 const*>(sT + c * stagedLd<C>() + px + i);
-        v[i] = f.x + add;
-        v[i + 1] = f.y + add;
-        v[i + 2] = f.z + add;
-        v[i + 3] = f.w + add;
-    }
-}
-
-/* VE values of type V (16 bytes) to dst: as one 16-byte store when vec, else one by one, the first
- * `count` only. */
-template <typename V, int VE>
-__device__ __forceinline__ void storeItem(V* dst, float const (&v)[VE], bool vec, int count)
-{
-    static_assert(VE * sizeof(V) == 16, "16-byte items");
-    V o[VE];
-#pragma unroll
-    for (int i = 0; i < VE; ++i)
-        o[i] = dcn::simple::fromFloat<V>(v[i]);
-    if (vec)
-    {
-        uint4 u;
-        memcpy(&u, o, 16);
-        *reinterpret_cast<uint4*>(dst) = u;
-        return;
-    }
-#pragma unroll
-    for (int i = 0; i < VE; ++i)
-    {
-        if (i < count)
-            dst[i] = o[i];
-    }
 }
 
 /* Rows [r0, r1) of the staged tile to out, or as split `split`'s partial sums when partial is not
@@ -169,6 +123,11 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     // channel, so that a warp's store covers whole 32-byte sectors.
     if constexpr (sizeof(T) == 2)
     {
+        if (alignedStore(a, out))
+        {
+            storeAligned<T, C, C::CONSUMERS, 4>(a, sT, tid, p0, m0, g, out, r0, r1);
+            return;
+        }
         constexpr int VE = 16 / sizeof(T);
         constexpr int GROUPS = C::BN / VE;
         // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a
@@ -341,6 +300,16 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
+    if constexpr (sizeof(T) == 2)
+    {
+        if (producersStore(a, out))
+        {
+            // With the producers (nhwcBlock), which reach this barrier from their own code.
+            barSyncAny(kBarEpilogue, C::THREADS);
+            storeAligned<T, C, C::THREADS, 4>(a, sT, tid, p0, m0, g, out, 0, C::BM);
+            return;
+        }
+    }
     int2 rows = make_int2(0, C::BM);
     float* part = a.splits > 1 ? partial : nullptr;
     if (a.clusterReduce)

@@ -1,6 +1,7 @@
 /*
- * dcnconvert core: the producers' bilinear sums of one 16-byte task in the channel-vectorised fused
- * kernel (dcnFusedNhwc.cuh). Internal to plugin_src/core; no TensorRT include.
+ * dcnconvert core: parts of the channel-vectorised fused kernel (dcnFusedNhwc.cuh): the producers'
+ * bilinear sums of one 16-byte task, the reads and stores of the staged output tile, and the L2
+ * hints of the first sampling plan. Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_NHWC_PARTS_CUH
 #define DCN_FUSED_NHWC_PARTS_CUH
@@ -65,6 +66,115 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
         o[i] = fromFloat<T>(sv);
     }
     return res;
+}
+
+template <class C>
+__device__ __forceinline__ constexpr int stagedLd()
+{
+    return C::BN + 4; // swapped: 2 LDT = 8 banks, a warp's 8 pixels x 4 channel pairs hit 32 banks
+}
+
+/* Item (c, px) of the staged tile: VE consecutive pixels of channel c from px, read as float4s (rows
+ * of LDT floats, LDT and px multiples of 4, sT 16-byte aligned), with `add` added. */
+template <class C, int VE>
+__device__ __forceinline__ void readStaged(float const* sT, int c, int px, float add, float (&v)[VE])
+{
+#pragma unroll
+    for (int i = 0; i < VE; i += 4)
+    {
+        float4 const f = *reinterpret_cast<float4 const*>(sT + c * stagedLd<C>() + px + i);
+        v[i] = f.x + add;
+        v[i + 1] = f.y + add;
+        v[i + 2] = f.z + add;
+        v[i + 3] = f.w + add;
+    }
+}
+
+/* VE values of type V (16 bytes) to dst: as one 16-byte store when vec, else one by one, the first
+ * `count` only. */
+template <typename V, int VE>
+__device__ __forceinline__ void storeItem(V* dst, float const (&v)[VE], bool vec, int count)
+{
+    static_assert(VE * sizeof(V) == 16, "16-byte items");
+    V o[VE];
+#pragma unroll
+    for (int i = 0; i < VE; ++i)
+        o[i] = dcn::simple::fromFloat<V>(v[i]);
+    if (vec)
+    {
+        uint4 u;
+        memcpy(&u, o, 16);
+        *reinterpret_cast<uint4*>(dst) = u;
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < VE; ++i)
+    {
+        if (i < count)
+            dst[i] = o[i];
+    }
+}
+
+/* Rows [r0, r1) of the staged tile (stageTile) of a 2-byte output whose images hold a multiple of 8
+ * pixels and start 16-byte aligned (alignedStore), by thread t of NT: an item is 8 pixels of one
+ * channel, one 16-byte store. With NT a multiple of the BN / 8 items of a channel, a thread's
+ * items all start at the same pixel px = 8 (t % (BN / 8)) (so in one image, found once) and step
+ * NT / (BN / 8) channels: one pointer step per item, ITEMS items read before they are stored. */
+template <typename T, class C, int NT, int ITEMS>
+__device__ __forceinline__ void storeAligned(
+    FusedArgs const& a, float const* sT, int t, int64_t p0, int m0, int g, T* __restrict__ out, int r0, int r1)
+{
+    constexpr int VE = 8;
+    constexpr int GROUPS = C::BN / VE;
+    static_assert(sizeof(T) == 2 && NT % GROUPS == 0, "2-byte items, whole channel rows per pass");
+    constexpr int CSTEP = NT / GROUPS;
+    float const* const sBias = sT + C::BM * stagedLd<C>();
+    int const rows = min(min(a.mg - m0, C::BM), r1);
+    int const px = (t % GROUPS) * VE;
+    if (px >= a.pixels - p0)
+        return; // a multiple of 8 pixels is left: items are whole
+    int64_t const p = p0 + px;
+    uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+    int c = r0 + t / GROUPS;
+    T* dst = out + n * a.outImg + (static_cast<int64_t>(g) * a.mg + m0 + c) * a.howo + (p - static_cast<int64_t>(n) * a.howo);
+    int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
+    for (; c < rows; c += ITEMS * CSTEP, dst += ITEMS * step)
+    {
+        float v[ITEMS][VE];
+#pragma unroll
+        for (int u = 0; u < ITEMS; ++u)
+        {
+            if (c + u * CSTEP < rows)
+                readStaged<C, VE>(sT, c + u * CSTEP, px, sBias[c + u * CSTEP], v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < ITEMS; ++u)
+        {
+            if (c + u * CSTEP < rows)
+                storeItem<T, VE>(dst + u * step, v[u], true, VE);
+        }
+    }
+}
+
+/* Whether storeAligned takes the tile: a 2-byte output in images of a multiple of 8 pixels that
+ * start 16-byte aligned. */
+template <typename T>
+__device__ __forceinline__ bool alignedStore(FusedArgs const& a, T const* out)
+{
+    return sizeof(T) == 2 && a.howo % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+}
+
+/* Whether the producers help the consumers store the tile (storeAligned over all C::THREADS
+ * threads): where storeAligned takes it and K is not split (no partial sums, no cluster sums). */
+template <typename T>
+__device__ __forceinline__ bool producersStore(FusedArgs const& a, T const* out)
+{
+#ifdef DCN_EXP_CONSUMERS_STORE
+    (void) a, (void) out;
+    return false;
+#else
+    return a.splits == 1 && alignedStore(a, out);
+#endif
 }
 
 /* L2 hints for the first sampling plan of a block on the engine path (no prep pass: the plan's
