@@ -50,7 +50,6 @@ struct FusedArgs
 };
 
 constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)
-constexpr int kBarEpilogue = 2;  // named barrier of the whole block before producers and consumers store the tile
 
 template <typename T>
 __device__ __forceinline__ T ldT(T const* p)

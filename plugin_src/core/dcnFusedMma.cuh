@@ -42,13 +42,6 @@ __device__ __forceinline__ void barSync(int id, int count)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
-/* The same for threads that reach the barrier from different instructions (producer and consumer
- * code): barrier.sync without .aligned, which bar.sync implies. */
-__device__ __forceinline__ void barSyncAny(int id, int count)
-{
-    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
-
 __device__ __forceinline__ uint32_t smemAddr(void const* p)
 {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));

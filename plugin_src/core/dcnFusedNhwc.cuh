@@ -326,24 +326,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 mbarArrive(fullB + 8 * ((nChunks - 1) % C::STAGES));
             }
         }
-        if constexpr (sizeof(T) == 2)
-        {
-            if (producersStore(a, out))
-            {
-                // The producers' registers are free now: they help the consumers store the tile once
-                // it is staged (nhwcConsumers). The block's coordinates are read again (volatile, not
-                // kept from above): held across the main loop they would take registers from it.
-                barSyncAny(kBarEpilogue, C::THREADS);
-                gridDependencyTrigger(); // as the consumers did after their main loop
-                uint32_t bx, by, t;
-                asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(bx));
-                asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(by));
-                asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-                storeAligned<T, C, C::THREADS, 2>(a, reinterpret_cast<float const*>(sA), static_cast<int>(t),
-                    (static_cast<int64_t>(bx) + a.tileBase) * C::BN, static_cast<int>(by) * C::BM,
-                    static_cast<int>(blockIdx.z), out, 0, C::BM);
-            }
-        }
         return;
     }
 

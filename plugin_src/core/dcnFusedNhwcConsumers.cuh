@@ -120,7 +120,11 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
         return;
     }
     // 2-byte outputs (FP16/BF16; FP32 output is stored above): an item is 16 bytes (8 pixels) of one
-    // channel, so that a warp's store covers whole 32-byte sectors.
+    // channel, so that a warp's store covers whole 32-byte sectors. In aligned images of a multiple
+    // of 8 pixels (p0 is a multiple of BN) each item is one vector store, with one image lookup per
+    // thread (storeAligned; H200: 0.93-0.98x the time per call of the loop below on the FP16 layers
+    // that store through it, docs/aligned_store_h200.txt); else the loop below stores the items
+    // element by element and finds the image of each.
     if constexpr (sizeof(T) == 2)
     {
         if (alignedStore(a, out))
@@ -130,9 +134,6 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
         }
         constexpr int VE = 16 / sizeof(T);
         constexpr int GROUPS = C::BN / VE;
-        // The VE pixels of an item lie in one image and start 16-byte aligned when the image size is a
-        // multiple of VE (p0 is a multiple of BN) and out is aligned.
-        bool const imagesAligned = a.howo % VE == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
         // kItems items per thread at a time, their shared-memory reads before their stores: one item
         // after another, each waited for its reads (only the consumer warps are left to hide that).
         constexpr int kItems = 4;
@@ -162,9 +163,9 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
                 int64_t const p = p0 + px;
                 uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
                 int64_t const r = p - static_cast<int64_t>(n) * a.howo;
-                if (imagesAligned || r + count <= a.howo)
+                if (r + count <= a.howo)
                 {
-                    storeItem<T, VE>(out + n * a.outImg + chan * a.howo + r, v[u], imagesAligned && count == VE, count);
+                    storeItem<T, VE>(out + n * a.outImg + chan * a.howo + r, v[u], false, count);
                     continue;
                 }
     #pragma unroll
@@ -300,16 +301,6 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
-    if constexpr (sizeof(T) == 2)
-    {
-        if (producersStore(a, out))
-        {
-            // With the producers (nhwcBlock), which reach this barrier from their own code.
-            barSyncAny(kBarEpilogue, C::THREADS);
-            storeAligned<T, C, C::THREADS, 4>(a, sT, tid, p0, m0, g, out, 0, C::BM);
-            return;
-        }
-    }
     int2 rows = make_int2(0, C::BM);
     float* part = a.splits > 1 ? partial : nullptr;
     if (a.clusterReduce)

@@ -164,19 +164,6 @@ __device__ __forceinline__ bool alignedStore(FusedArgs const& a, T const* out)
     return sizeof(T) == 2 && a.howo % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
 }
 
-/* Whether the producers help the consumers store the tile (storeAligned over all C::THREADS
- * threads): where storeAligned takes it and K is not split (no partial sums, no cluster sums). */
-template <typename T>
-__device__ __forceinline__ bool producersStore(FusedArgs const& a, T const* out)
-{
-#ifdef DCN_EXP_CONSUMERS_STORE
-    (void) a, (void) out;
-    return false;
-#else
-    return a.splits == 1 && alignedStore(a, out);
-#endif
-}
-
 /* L2 hints for the first sampling plan of a block on the engine path (no prep pass: the plan's
  * loads come right after the dependency wait), issued by its consumer threads t = 0 .. nt - 1
  * while the producers wait for the previous kernel: the 128-byte lines of the offset and mask rows
