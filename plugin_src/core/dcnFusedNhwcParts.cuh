@@ -136,7 +136,8 @@ __device__ __forceinline__ void storeAligned(
     int64_t const p = p0 + px;
     uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
     int c = r0 + t / GROUPS;
-    T* dst = out + n * a.outImg + (static_cast<int64_t>(g) * a.mg + m0 + c) * a.howo + (p - static_cast<int64_t>(n) * a.howo);
+    T* dst = out + n * a.outImg + (static_cast<int64_t>(g) * a.mg + m0 + c) * a.howo
+        + (p - static_cast<int64_t>(n) * a.howo);
     int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
     for (; c < rows; c += ITEMS * CSTEP, dst += ITEMS * step)
     {
