@@ -18,17 +18,6 @@ namespace dcn
 namespace fused
 {
 
-/* The other blocks' sums of this block's rows in a cluster reduction (clusterReduceTile): split s
- * (not me) at slots + ((s < me ? s : s - 1) share + c - r0) row floats for row c, where r0 = me
- * share is this block's first row; splits == 1: none. */
-struct ClusterRows
-{
-    float const* slots;
-    int splits;
-    int me;
-    int share;
-};
-
 /* Split-K inside a thread-block cluster (sm_90, a.clusterReduce; the host checks C::clusterFits): the
  * a.splits blocks of one output tile are one cluster along z, block rank r = split r, and each has
  * staged its FP32 sums in sT (stageTile, with the biases). Block r owns rows [r * share, (r + 1) *
@@ -36,16 +25,13 @@ struct ClusterRows
  * receive area (C::RECV_OFF) with one bulk asynchronous copy per destination (the copy engine moves
  * the bytes and counts them on the destination's mbarrier), waits until its own receive area is
  * complete, and adds up its rows in split order (the bits of dcnSplitReduceKernel) into the same
- * rows of its sT, which no other block reads (with addUp false it leaves the sum to its caller,
- * storeAligned, and says in *rowsOut where the other splits' rows are). Returns the rows this
- * block stores; clusterRelease
+ * rows of its sT, which no other block reads. Returns the rows this block stores; clusterRelease
  * then waits until no copy reads this block's shared memory any more. The cluster barriers count
  * the threads that have not exited (the producer warps exit after their last chunk). Copying each
  * slice in one piece keeps the threads out of the transfer: loads of remote shared memory, one item
  * after another, cost more than the reduction kernel. */
 template <class C>
-__device__ __forceinline__ int2 clusterReduceTile(
-    FusedArgs const& a, float* sT, int tid, int m0, bool addUp, ClusterRows* rowsOut)
+__device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT, int tid, int m0)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int QUADS = C::BN / 4;
@@ -93,11 +79,6 @@ __device__ __forceinline__ int2 clusterReduceTile(
     int const rows = min(a.mg - m0, C::BM);
     int const c1 = min(rows, c0 + share);
     float const* const slots = reinterpret_cast<float const*>(reinterpret_cast<char const*>(sT) + C::RECV_OFF);
-    if (!addUp)
-    {
-        *rowsOut = ClusterRows{slots, splits, me, share};
-        return make_int2(c0, c1 > c0 ? c1 : c0);
-    }
     // kItems float4s per thread at a time, their loads before their adds: one after another, each
     // add waited for its shared-memory loads (H200: 1.9 us for a 2-split 256x64 FP16 tile). FP32
     // tiles keep 1: with 4, ptxas spills in the 3xTF32 warpgroup tile, which had no spills.
@@ -143,7 +124,7 @@ __device__ __forceinline__ int2 clusterReduceTile(
     }
     return make_int2(c0, c1 > c0 ? c1 : c0);
 #else
-    (void) a, (void) sT, (void) tid, (void) m0, (void) addUp, (void) rowsOut;
+    (void) a, (void) sT, (void) tid, (void) m0;
     return make_int2(0, 0);
 #endif
 }

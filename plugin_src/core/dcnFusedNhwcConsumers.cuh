@@ -129,7 +129,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     {
         if (alignedStore(a, out))
         {
-            storeAligned<T, C, C::CONSUMERS, 4, false>(a, sT, tid, p0, m0, g, out, r0, r1, ClusterRows{});
+            storeAligned<T, C, C::CONSUMERS, 4>(a, sT, tid, p0, m0, g, out, r0, r1);
             return;
         }
         constexpr int VE = 16 / sizeof(T);
@@ -303,22 +303,9 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
     int2 rows = make_int2(0, C::BM);
     float* part = a.splits > 1 ? partial : nullptr;
-    if constexpr (sizeof(T) == 2 && C::WG)
-    {
-        if (a.clusterReduce && alignedStore(a, out))
-        {
-            // The cluster sums added up while storing: no pass that writes them back to sT first
-            // (warpgroup tiles, AUTO's on the cluster layers; the others keep the separate sum).
-            ClusterRows cr;
-            rows = clusterReduceTile<C>(a, sT, tid, m0, false, &cr);
-            storeAligned<T, C, C::CONSUMERS, 4, true>(a, sT, tid, p0, m0, g, out, rows.x, rows.y, cr);
-            clusterRelease();
-            return;
-        }
-    }
     if (a.clusterReduce)
     {
-        rows = clusterReduceTile<C>(a, sT, tid, m0, true, nullptr);
+        rows = clusterReduceTile<C>(a, sT, tid, m0);
         part = nullptr;
     }
     storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, part, rows.x, rows.y);

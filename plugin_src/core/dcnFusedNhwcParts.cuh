@@ -6,7 +6,6 @@
 #ifndef DCN_FUSED_NHWC_PARTS_CUH
 #define DCN_FUSED_NHWC_PARTS_CUH
 
-#include "dcnFusedCluster.cuh" // ClusterRows
 #include "dcnFusedCommon.cuh"
 #include "dcnFusedTma.cuh"
 
@@ -120,19 +119,16 @@ __device__ __forceinline__ void storeItem(V* dst, float const (&v)[VE], bool vec
  * pixels and start 16-byte aligned (alignedStore), by thread t of NT: an item is 8 pixels of one
  * channel, one 16-byte store. With NT a multiple of the BN / 8 items of a channel, a thread's
  * items all start at the same pixel px = 8 (t % (BN / 8)) (so in one image, found once) and step
- * NT / (BN / 8) channels: one pointer step per item, ITEMS items read before they are stored.
- * SUMS: the rows are this block's share of a cluster reduction, added up here in split order (the
- * bits of dcnSplitReduceKernel, as clusterReduceTile's own sum) from sT and cr's slots. */
-template <typename T, class C, int NT, int ITEMS, bool SUMS>
-__device__ __forceinline__ void storeAligned(FusedArgs const& a, float const* sT, int t, int64_t p0, int m0, int g,
-    T* __restrict__ out, int r0, int r1, ClusterRows const& cr)
+ * NT / (BN / 8) channels: one pointer step per item, ITEMS items read before they are stored. */
+template <typename T, class C, int NT, int ITEMS>
+__device__ __forceinline__ void storeAligned(
+    FusedArgs const& a, float const* sT, int t, int64_t p0, int m0, int g, T* __restrict__ out, int r0, int r1)
 {
     constexpr int VE = 8;
     constexpr int GROUPS = C::BN / VE;
-    constexpr int LDT = stagedLd<C>();
     static_assert(sizeof(T) == 2 && NT % GROUPS == 0, "2-byte items, whole channel rows per pass");
     constexpr int CSTEP = NT / GROUPS;
-    float const* const sBias = sT + C::BM * LDT;
+    float const* const sBias = sT + C::BM * stagedLd<C>();
     int const rows = min(min(a.mg - m0, C::BM), r1);
     int const px = (t % GROUPS) * VE;
     if (px >= a.pixels - p0)
@@ -143,41 +139,14 @@ __device__ __forceinline__ void storeAligned(FusedArgs const& a, float const* sT
     T* dst = out + n * a.outImg + (static_cast<int64_t>(g) * a.mg + m0 + c) * a.howo
         + (p - static_cast<int64_t>(n) * a.howo);
     int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
-    // Row c of split s's sums (SUMS).
-    auto rowOf = [&](int s, int ch) -> float const* {
-        return s == cr.me ? sT + ch * LDT : cr.slots + ((s < cr.me ? s : s - 1) * cr.share + ch - r0) * LDT;
-    };
     for (; c < rows; c += ITEMS * CSTEP, dst += ITEMS * step)
     {
         float v[ITEMS][VE];
 #pragma unroll
         for (int u = 0; u < ITEMS; ++u)
         {
-            int const ch = c + u * CSTEP;
-            if (ch >= rows)
-                continue;
-            if constexpr (SUMS)
-            {
-#pragma unroll
-                for (int i = 0; i < VE; i += 4)
-                {
-                    float4 sum = *reinterpret_cast<float4 const*>(rowOf(0, ch) + px + i);
-                    for (int s = 1; s < cr.splits; ++s)
-                    {
-                        float4 const f = *reinterpret_cast<float4 const*>(rowOf(s, ch) + px + i);
-                        sum.x += f.x;
-                        sum.y += f.y;
-                        sum.z += f.z;
-                        sum.w += f.w;
-                    }
-                    v[u][i] = sum.x + sBias[ch];
-                    v[u][i + 1] = sum.y + sBias[ch];
-                    v[u][i + 2] = sum.z + sBias[ch];
-                    v[u][i + 3] = sum.w + sBias[ch];
-                }
-            }
-            else
-                readStaged<C, VE>(sT, ch, px, sBias[ch], v[u]);
+            if (c + u * CSTEP < rows)
+                readStaged<C, VE>(sT, c + u * CSTEP, px, sBias[c + u * CSTEP], v[u]);
         }
 #pragma unroll
         for (int u = 0; u < ITEMS; ++u)
