@@ -62,6 +62,27 @@ __device__ __forceinline__ void stShared16(uint32_t smem, uint4 v)
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(smem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
 
+/* Loads from a shared-memory byte address (the producers' plan reads). Volatile: they stay after the
+ * named barrier that publishes a rebuilt plan. */
+__device__ __forceinline__ uint2 ldShared8(uint32_t smem)
+{
+    uint2 v;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(smem));
+    return v;
+}
+__device__ __forceinline__ int64_t ldSharedI64(uint32_t smem)
+{
+    int64_t v;
+    asm volatile("ld.shared.b64 %0, [%1];" : "=l"(v) : "r"(smem));
+    return v;
+}
+__device__ __forceinline__ float4 ldSharedF4(uint32_t smem)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(smem));
+    return v;
+}
+
 __device__ __forceinline__ void cpAsyncCommit()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

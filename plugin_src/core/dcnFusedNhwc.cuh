@@ -41,14 +41,30 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
 {
     extern __shared__ __align__(16) unsigned char smemRaw[];
     // TMA tiles: the stages start at the next 1024-byte boundary (the swizzle's period).
-    unsigned char* const smem = smemRaw + (C::TMA_A ? (1024u - (smemAddr(smemRaw) & 1023u)) & 1023u : 0u);
+    // PLAN32 (2-byte types): the mbarriers follow the stages (BAR_BYTES), then the plan's weights
+    // and cell offsets, and the producers' loop reads the plan and hands stages over through 32-bit
+    // shared-memory addresses. Through generic pointers, with the barriers behind the plan (whose
+    // size is known at run time only), ptxas rebuilt the shared window's address, its 1024-byte
+    // alignment and the barriers' offset before every plan read and hand-over (a steady-state
+    // producer unit of wg-256x64-p16 FP16: about 140 SASS instructions, 93 with these addresses).
+    // FP32 keeps generic pointers and the barriers behind the plan: with the 32-bit form the
+    // producers of the 3xTF32 tile wg-128x64-tf32 spilled 16 bytes and FP32 took 1.03-1.22x as long
+    // (H200, 18 layers).
+    constexpr bool PLAN32 = sizeof(T) == 2;
+    uint32_t const rawAddr = smemAddr(smemRaw);
+    uint32_t const pad = C::TMA_A ? (1024u - (rawAddr & 1023u)) & 1023u : 0u;
+    unsigned char* const smem = smemRaw + pad;
     T* const sA = reinterpret_cast<T*>(smem);                          // [STAGES][BM][LDA]
     T* const sB = reinterpret_cast<T*>(smem + C::STAGES * C::A_BYTES); // [STAGES][BN][LDB]
-    float4* const planW = reinterpret_cast<float4*>(smem + C::STAGES * (C::A_BYTES + C::B_BYTES));
+    float4* const planW = reinterpret_cast<float4*>(smem + C::STAGE_BYTES + (PLAN32 ? C::BAR_BYTES : 0u));
     int64_t* const planI = reinterpret_cast<int64_t*>(planW + a.planSlots * a.kk * C::BN);
+    uint32_t const sAAddr = rawAddr + pad;
+    uint32_t const sBAddr = sAAddr + static_cast<uint32_t>(C::STAGES * C::A_BYTES);
+    uint32_t const planWAddr = sAAddr + C::STAGE_BYTES + C::BAR_BYTES;
+    uint32_t const planIAddr = planWAddr + static_cast<uint32_t>(a.planSlots * a.kk * C::BN) * 16u;
     // Stage s: the weight tile's mbarrier at fullA + 8 s (TMA tiles), FULL at fullB + 8 s, EMPTY at
     // emptyS + 8 s.
-    uint32_t const fullA = smemAddr(planI + a.planSlots * a.kk * C::BN);
+    uint32_t const fullA = PLAN32 ? sAAddr + C::STAGE_BYTES : smemAddr(planI + a.planSlots * a.kk * C::BN);
     uint32_t const fullB = fullA + C::FULL_OFF;
     uint32_t const emptyS = fullA + C::EMPTY_OFF;
 
@@ -102,11 +118,15 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             int const kv = (vi - m * VPR) * C::VEC;
             int const row = min(m0 + m, a.mg - 1);
             aOff[it] = static_cast<uint32_t>(row) * static_cast<uint32_t>(a.kg) + static_cast<uint32_t>(kv);
-            aDst[it] = smemAddr(sA + m * C::LDA + kv);
+            aDst[it] = PLAN32 ? sAAddr + static_cast<uint32_t>((m * C::LDA + kv) * sizeof(T)) : smemAddr(sA + m * C::LDA + kv);
         }
         T const* aPtr = wBase; // register path: the next chunk's weights
         // Sampling tasks: pixel and lane in the B tile (byte address in stage 0), and a pointer to
         // this lane's channels of the current channel block (advanced by BK per block).
+        // Pixel of task j: bPix[0] + j * PIX_STEP; its plan entries at pwLane / piLane + j * PIX_STEP
+        // entries, plus the chunk's first entry.
+        constexpr int PIX_STEP = C::PRODUCERS / C::TPP;
+        static_assert(C::PRODUCERS % C::TPP == 0, "tasks of a pixel in one producer pass");
         int bPix[C::PXT];
         uint32_t bDst[C::PXT];
         T const* xLane[C::PXT];
@@ -121,9 +141,11 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             int const lane = (task - bPix[j] * C::TPP) * C::VEC;
             // SWZ_B: 16-byte unit u of pixel row r at unit u ^ (r % 8), as the wgmma descriptor reads it.
             int const col = C::SWZ_B ? ((lane / C::VEC) ^ (bPix[j] & 7)) * C::VEC : lane;
-            bDst[j] = smemAddr(sB + bPix[j] * C::LDB + col);
+            bDst[j] = PLAN32 ? sBAddr + static_cast<uint32_t>((bPix[j] * C::LDB + col) * sizeof(T)) : smemAddr(sB + bPix[j] * C::LDB + col);
             xLane[j] = xh + cIn + lane;
         }
+        uint32_t const pwLane = planWAddr + static_cast<uint32_t>(bPix[0]) * 16u;
+        uint32_t const piLane = planIAddr + static_cast<uint32_t>(bPix[0]) * 8u;
         int64_t const rowStride = static_cast<int64_t>(a.w) * a.c;
         int64_t const colStride = a.c;
         int planned = -1; // deformable group whose plan is in `slot`
@@ -133,6 +155,17 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         // ahead so that the gather addresses do not wait on shared memory; read again after a
         // plan rebuild.
         int64_t nextIdx[C::PXT];
+        auto readNextIdx = [&]() {
+            uint32_t const at = piLane + static_cast<uint32_t>(slotBase + kp * C::BN) * 8u;
+#pragma unroll
+            for (int j = 0; j < C::PXT; ++j)
+            {
+                if constexpr (PLAN32)
+                    nextIdx[j] = ldSharedI64(at + static_cast<uint32_t>(j * PIX_STEP * 8));
+                else
+                    nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
+            }
+        };
         struct Regs // one unit: PXU tasks of a chunk
         {
             uint4 v[C::PXU][4];
@@ -153,9 +186,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);
-#pragma unroll
-                    for (int j = 0; j < C::PXT; ++j)
-                        nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
+                    readNextIdx();
                 }
             }
         };
@@ -185,7 +216,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 R.v[u][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
                 R.v[u][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
                 if constexpr (C::PACK16)
-                    R.w[u] = *reinterpret_cast<uint2 const*>(planW + e0 + bPix[j]);
+                    R.w[u] = ldShared8(pwLane + static_cast<uint32_t>(e0 * 16 + j * PIX_STEP * 16));
             }
             R.e0 = e0;
             if (h + 1 < C::SUB)
@@ -199,9 +230,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     xLane[j] += C::BK;
             }
             // The next chunk's cell offsets (stale only if that chunk rebuilds the plan, see above).
-#pragma unroll
-            for (int j = 0; j < C::PXT; ++j)
-                nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
+            readNextIdx();
         };
         auto finish = [&](int kc, int h, Regs const& R) {
             int const s = kc % C::STAGES;
@@ -218,9 +247,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     // The barrier above ordered the consumers' reads of stage s before this thread.
                     fenceProxyAsync();
                     mbarArriveExpectTx(fullA + 8 * s, static_cast<uint32_t>(C::A_BYTES));
-                    tmaLoad2d(smemAddr(sA) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
+                    tmaLoad2d((PLAN32 ? sAAddr : smemAddr(sA)) + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + m0, fullA + 8 * s);
                     if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
-                        tmaLoad2d(smemAddr(sA) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
+                        tmaLoad2d((PLAN32 ? sAAddr : smemAddr(sA)) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
                             a.cout + g * a.mg + m0, fullA + 8 * s);
                 }
             }
@@ -252,6 +281,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 uint4 res;
                 if constexpr (C::PACK16)
                     res = interpPacked<T>(R.w[u], R.v[u]);
+                else if constexpr (PLAN32)
+                    res = interpFloat<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
                 else
                     res = interpFloat<T>(planW[R.e0 + bPix[j]], R.v[u]);
                 if constexpr (C::WG && sizeof(T) == 4 && C::SPLIT == 2)

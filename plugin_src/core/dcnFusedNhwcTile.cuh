@@ -140,9 +140,13 @@ struct NTile
     // TMA tiles: room to align the stages to 1024 bytes; every tile: per stage an mbarrier for the
     // weights (used by TMA tiles), FULL and EMPTY.
     static constexpr size_t EXTRA = extraBytes(SHAPE);
-    // Byte offsets of stage 0's FULL and EMPTY mbarriers from the weights' first mbarrier.
+    // Byte offsets of stage 0's FULL and EMPTY mbarriers from the weights' first mbarrier, and the
+    // mbarriers' bytes padded to 16. 2-byte types: the mbarriers follow the stages and the plan
+    // follows them; FP32: the plan follows the stages and the mbarriers follow the plan
+    // (nhwcBlock says why).
     static constexpr uint32_t FULL_OFF = 8 * STAGES;
     static constexpr uint32_t EMPTY_OFF = 16 * STAGES;
+    static constexpr uint32_t BAR_BYTES = static_cast<uint32_t>(barrierBytes(SHAPE));
 
     static __host__ __device__ size_t smemBytes(int kk, int slots)
     {

@@ -165,11 +165,16 @@ DCN_TILE_HD constexpr size_t stageBBytes(TileShape const& t, size_t elem)
 {
     return t.nhwc ? size_t(t.bn) * (t.wgmma ? t.bk : t.bk + rowPad(elem)) * elem : size_t(t.bk) * (t.bn + 8) * elem;
 }
+DCN_TILE_HD constexpr size_t barrierBytes(TileShape const& t)
+{
+    return (3 * t.stages * sizeof(uint64_t) + 15) / 16 * 16;
+}
 DCN_TILE_HD constexpr size_t extraBytes(TileShape const& t)
 {
     // TMA: the stages' 1024-byte alignment room; every tile: per stage the mbarriers of the weight
-    // tile (TMA tiles), of FULL and of EMPTY.
-    return (t.tmaA ? 1024 : 0) + 3 * t.stages * sizeof(uint64_t);
+    // tile (TMA tiles), of FULL and of EMPTY, padded to 16 bytes (in FP16/BF16 the plan's 16-byte
+    // entries follow them).
+    return (t.tmaA ? 1024 : 0) + barrierBytes(t);
 }
 DCN_TILE_HD constexpr size_t tileSmemBytes(TileShape const& t, size_t elem, int parts, int kk, int slots)
 {
