@@ -192,8 +192,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         };
         // Unit h (0 .. SUB - 1) of the next chunk: tasks h * PXU .. + PXU - 1. Units are prepared
         // in order; the last one moves on to the next chunk.
-        constexpr bool PREFETCH_L1 = sizeof(T) == 2;
-        auto prepare = [&](Regs& R, int h, bool prefetchNext) {
+        auto prepare = [&](Regs& R, int h) {
             if (h == 0)
                 ensurePlan();
             if constexpr (C::REG_A)
@@ -232,22 +231,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             }
             // The next chunk's cell offsets (stale only if that chunk rebuilds the plan, see above).
             readNextIdx();
-            if constexpr (PREFETCH_L1)
-            {
-                // Its corner lines into L1, one chunk before their loads.
-                if (prefetchNext)
-                {
-#pragma unroll
-                    for (int j = 0; j < C::PXT; ++j)
-                    {
-                        T const* const q = xLane[j] + nextIdx[j];
-                        prefetchLineL1(q);
-                        prefetchLineL1(q + colStride);
-                        prefetchLineL1(q + rowStride);
-                        prefetchLineL1(q + rowStride + colStride);
-                    }
-                }
-            }
         };
         auto finish = [&](int kc, int h, Regs const& R) {
             int const s = kc % C::STAGES;
@@ -348,7 +331,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         for (int i = 0; i < C::PD - 1; ++i)
         {
             if (i < nUnits)
-                prepare(ring[i], i % C::SUB, (i / C::SUB + 1) * C::SUB < nUnits);
+                prepare(ring[i], i % C::SUB);
         }
         // Steps of a multiple of PD and SUB, so that ring slots and unit parts are known at
         // compile time in the unrolled loop.
@@ -362,8 +345,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 if (i >= nUnits)
                     break;
                 if (i + C::PD - 1 < nUnits)
-                    prepare(ring[(r + C::PD - 1) % C::PD], (r + C::PD - 1) % C::SUB,
-                        ((i + C::PD - 1) / C::SUB + 1) * C::SUB < nUnits);
+                    prepare(ring[(r + C::PD - 1) % C::PD], (r + C::PD - 1) % C::SUB);
                 finish(i / C::SUB, r % C::SUB, ring[r % C::PD]);
             }
         }

@@ -110,11 +110,6 @@ __device__ __forceinline__ void tmaLoad2d(uint32_t dst, CUtensorMap const* map, 
 #endif
 }
 
-/* The line holding p into L1 (the producers' corner lines one chunk before their loads). */
-__device__ __forceinline__ void prefetchLineL1(void const* p)
-{
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<uint64_t>(p)));
-}
 /* An L2 hint (sm_90; no effect on results, a no-op below): the 128-byte line at p. L2 is the point
  * of coherence of global memory, so a line fetched while another kernel still writes it is never
  * stale. */
