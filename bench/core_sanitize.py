@@ -90,7 +90,7 @@ def main() -> int:
     # Split-K: every tile that splits K and takes the element type on this device (the library's
     # tile table, as tests/test_core_gpu_split.py reads it; SANITIZE_FUSED_TILES limits them), at
     # 2, 3 or 4 splits in turn (partial sums and the reduction kernel, or AUTO's clusters).
-    from test_core_gpu_split import SPLIT_CASES, split_tiles_for
+    from test_core_gpu_split import NOT_THIS_CASE, SPLIT_CASES, split_tiles_for
 
     for case in SPLIT_CASES:
         for dtype in DTYPES:
@@ -98,7 +98,12 @@ def main() -> int:
             split_tiles = [t for t in split_tiles_for(lib, dtype) if not wanted or t in tiles]
             for i, tile in enumerate(split_tiles):
                 splits = 2 + i % 3
-                out = run_core(lib, case, dtype, inputs, core_fused.fused_algo(tile, splits))
+                try:
+                    out = run_core(lib, case, dtype, inputs, core_fused.fused_algo(tile, splits))
+                except UnsupportedNodeError as exc:
+                    if NOT_THIS_CASE in str(exc):
+                        continue  # the sample-sharing tile on a case of one channel tile
+                    raise
                 check_close(out, ref, dtype, absref if dtype != "float32" else None)
                 runs += 1
     print(

@@ -44,6 +44,12 @@ FUSED_CASES: list[Case] = [
     Case("f_nhwc_images", 3, 64, 9, 10, 96, (3, 3), padding=(1, 1), off_scale=4.0),
     # 16-byte prep transpose (planes of 320 pixels), a last channel tile of 32 of 64
     Case("f_nhwc_vec_c96", 3, 96, 16, 20, 64, (3, 3), padding=(1, 1), off_scale=2.0),
+    # Two channel tiles of 256 (the second of 144 rows) for the sample-sharing tile, whose cluster
+    # of two blocks samples every other K chunk each; plans rebuilt for 2 deformable groups.
+    Case("f_nhwc_pair_m400", 2, 128, 9, 10, 400, (3, 3), padding=(1, 1), dg=2, off_scale=2.5),
+    # 2 groups of 512 output channels, 9 K chunks per group (one block of the pair samples 5, the
+    # other 4), non-square attributes.
+    Case("f_nhwc_pair_g2", 1, 128, 11, 9, 1024, (3, 3), (1, 2), (1, 1), (2, 1), group=2, off_scale=3.0),
 ]
 
 def tile_family(tile: core_fused.TileInfo) -> str:
@@ -96,6 +102,7 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
                 "capability 9.",  # TMA and warpgroup-MMA tiles
                 "FP32 only",  # 32-channel TMA tiles
                 "not built for",  # (tile, precision) pairs AUTO never chooses
+                "channel tiles in pairs",  # the sample-sharing tile: an odd number of channel tiles
             )
             assert any(r in str(exc) for r in reasons), str(exc)
             continue

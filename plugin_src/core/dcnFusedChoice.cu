@@ -85,7 +85,8 @@ size_t elemBytes(DcnParams const& p)
 
 int planChunks(DcnParams const& p, TileShape const& t)
 {
-    return !t.nhwc ? 2 : ringDepth(t, elemBytes(p)) + 1;
+    // A sample-sharing tile's block samples every other chunk: its chunks in flight span twice the K.
+    return !t.nhwc ? 2 : (ringDepth(t, elemBytes(p)) + 1) * (t.pairM ? 2 : 1);
 }
 
 /* Plan slots: the most deformable groups that planChunks chunks in flight (bk K rows each) can
@@ -221,6 +222,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
                    "driver with cuTensorMapEncodeTiled";
         if (kTiles[tile].wgmma && !d.wgmma)
             return "the warpgroup-MMA tiles need compute capability 9.x and sm_90a code in this build";
+        if (kTiles[tile].pairM && (mg + kTiles[tile].bm - 1) / kTiles[tile].bm % 2 != 0)
+            return "the sample-sharing tile runs channel tiles in pairs: a group needs an even number of them";
         if (workspaceSize < workspaceBytes(p))
             return "the workspace is smaller than dcnWorkspaceSize()";
         if (splits > capSplits(p))
@@ -248,7 +251,7 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
     int const all[] = {kTma128x64K64, kAsync128x64K64, kRegs128x64K64, kTma128x64Fp32, kRegs128x64, kTma128x32K64P8,
         kRegs128x32K64, kTma128x32Fp32, kRegs128x32, kRegs64x64, kAsync128x64, kAsync128x32, kAsync256x64,
         kAsync128x32K64P8, kWg256x64TwoGroups, kWg128x128, kWg128x128P16, kWg256x64P16, kWg128x64P16, kWg128x64Tf32,
-        kWg256x64Tf32, kTma256x64K64, mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
+        kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
     for (int t : all)
@@ -318,7 +321,7 @@ char const* const kTileNames[kTileCount] = {"regs-64x64", "regs-128x32", "regs-1
     "regs-128x64-k64", "regs-128x32-k64", "async-128x64-k64", "async-128x64", "async-128x32", "async-256x64",
     "async-128x32-k64-p8", "tma-128x64-k64", "tma-128x32-k64-p8", "tma-256x64-k64", "wg-256x64-2wg", "tma-128x64-fp32",
     "tma-128x32-fp32", "wg-128x128", "wg-128x128-p16", "wg-256x64-p16", "wg-128x64-p16", "wg-128x64-tf32",
-    "wg-256x64-tf32"};
+    "wg-256x64-tf32", "wg-256x64-p16-pair"};
 
 /* Bytes kept for split-K partial sums: splits x pixels of any split count that capSplits allows at
  * p's size or at any smaller batch or plane is at most min(kDCN_MAX_SPLITS x pixels, 64 x

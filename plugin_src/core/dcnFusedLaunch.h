@@ -87,10 +87,11 @@ cudaError_t launchEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, 
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
 }
 
-/* launchEx as thread-block clusters of `clusterZ` blocks along z (sm_90; grid.z a multiple of it). */
+/* launchEx as thread-block clusters of `cluster` blocks (sm_90; each grid dimension a multiple of
+ * the cluster's). */
 template <typename... KArgs, typename... Args>
 cudaError_t launchClusterEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-    cudaStream_t stream, unsigned clusterZ, Args... args)
+    cudaStream_t stream, dim3 cluster, Args... args)
 {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
@@ -99,9 +100,9 @@ cudaError_t launchClusterEx(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 
     cfg.stream = stream;
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = clusterZ;
+    attr[0].val.clusterDim.x = cluster.x;
+    attr[0].val.clusterDim.y = cluster.y;
+    attr[0].val.clusterDim.z = cluster.z;
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;

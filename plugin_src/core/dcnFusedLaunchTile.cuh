@@ -51,7 +51,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         // FP32 warpgroup tiles: 3xTF32 keeps every operand as two TF32 parts (NTile::SPLIT).
         constexpr int SPLIT = S.wgmma && MK == MathKind::k3xTf32 ? 2 : 1;
         using C
-            = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma, S.pregs, SPLIT>;
+            = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma, S.pregs, SPLIT, S.pairM>;
         // x: channel-last as given, or copied so into the workspace; the weights: prepared once
         // (dcnPrepareWeights), or permuted into the workspace by this call's prep pass.
         bool const nhwcX = p.xLayout == kDCN_LAYOUT_NHWC;
@@ -107,6 +107,16 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         FusedArgs at = a;
         at.waitFirst = nhwcX && prepared ? 1 : 0;
         size_t const smem = C::smemBytes(a.kk, a.planSlots);
+        // Sample-sharing tiles run every launch as clusters of two channel tiles (grid.y is even:
+        // unsupportedReason); the others as single blocks, or as clusters of K splits below.
+        auto const launchFused = [&](dim3 gr, FusedArgs const& args) {
+            if constexpr (C::PAIR)
+                return launchClusterEx(pdl, kernel, gr, dim3(C::THREADS), smem, stream, dim3(1, 2, 1), args, xh,
+                    q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
+            else
+                return launchEx(pdl, kernel, gr, dim3(C::THREADS), smem, stream, args, xh, q.offset, q.mask, wp,
+                    q.bias, q.out, partial, tmA);
+        };
         // A split tail (c.tailSplits > 1, a.splits == 1): the first pixel tiles unsplit, then the
         // last c.tailTiles with K split, whose partial sums the reduction adds up.
         dim3 tgrid = grid;
@@ -115,8 +125,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             dim3 const head(grid.x - static_cast<unsigned>(c.tailTiles), grid.y, grid.z);
             if (head.x > 0)
             {
-                cudaError_t const e = launchEx(pdl, kernel, head, dim3(C::THREADS), smem, stream, at, xh, q.offset,
-                    q.mask, wp, q.bias, q.out, partial, tmA);
+                cudaError_t const e = launchFused(head, at);
                 s = launchError("fused kernel", p, TILE, msg, msgLen, e);
                 if (s != kDCN_SUCCESS)
                     return s;
@@ -131,8 +140,8 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         // (clustersPay), or always in the forced mode (tests); else by the reduction kernel.
         int32_t const mode = splitReduceMode();
         unsigned const cz = static_cast<unsigned>(at.splits);
-        bool const cluster = at.splits > 1 && mode != kSplitReduceKernel && d.ccMajor >= 9 && builtSm90For(d.ccMajor)
-            && C::clusterFits(at.splits)
+        bool const cluster = !C::PAIR && at.splits > 1 && mode != kSplitReduceKernel && d.ccMajor >= 9
+            && builtSm90For(d.ccMajor) && C::clusterFits(at.splits)
             && clustersPay(reinterpret_cast<void const*>(kernel), d, tgrid, C::THREADS, smem, cz,
                 mode == kSplitReduceCluster);
         if (at.splits > 1 && mode == kSplitReduceCluster && !cluster)
@@ -145,12 +154,11 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         {
             FusedArgs ac = at;
             ac.clusterReduce = 1;
-            cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, cz, ac, xh,
-                q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
+            cudaError_t const ce = launchClusterEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, dim3(1, 1, cz),
+                ac, xh, q.offset, q.mask, wp, q.bias, q.out, partial, tmA);
             return launchError("fused kernel", p, TILE, msg, msgLen, ce);
         }
-        cudaError_t const err = launchEx(pdl, kernel, tgrid, dim3(C::THREADS), smem, stream, at, xh, q.offset, q.mask,
-            wp, q.bias, q.out, partial, tmA);
+        cudaError_t const err = launchFused(tgrid, at);
         s = launchError("fused kernel", p, TILE, msg, msgLen, err);
         if (s != kDCN_SUCCESS || at.splits == 1)
             return s;

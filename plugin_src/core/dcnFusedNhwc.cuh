@@ -23,6 +23,7 @@
 #include "dcnFusedNhwcConsumers.cuh"
 #include "dcnFusedNhwcParts.cuh"
 #include "dcnFusedNhwcTile.cuh"
+#include "dcnFusedPair.cuh"
 #include "dcnFusedTma.cuh"
 
 namespace dcn
@@ -67,6 +68,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     uint32_t const fullA = PLAN32 ? sAAddr + C::STAGE_BYTES : smemAddr(planI + a.planSlots * a.kk * C::BN);
     uint32_t const fullB = fullA + C::FULL_OFF;
     uint32_t const emptyS = fullA + C::EMPTY_OFF;
+    // PAIR: this block's rank in the cluster of two channel tiles, and the distance from one of its
+    // shared-memory addresses to the same address in the other block.
+    uint32_t const rank = C::PAIR ? clusterRank() : 0u;
+    uint32_t const peer = C::PAIR ? pairDelta(sAAddr, rank ^ 1u) : 0u;
 
     int const tid = threadIdx.x;
     // The grid's dependents (the split-K reduction, the split tail, the next call's prep kernel) are
@@ -86,11 +91,18 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             if constexpr (C::TMA_A)
                 mbarInit(fullA + 8 * s, 1);
             mbarInit(fullB + 8 * s, C::PRODUCERS);
-            mbarInit(emptyS + 8 * s, C::CONSUMERS);
+            mbarInit(emptyS + 8 * s, C::PAIR ? 2 * C::CONSUMERS : C::CONSUMERS);
         }
         mbarInitFence();
     }
-    __syncthreads();
+    if constexpr (C::PAIR)
+    {
+        // Both blocks' mbarriers are initialised before either block arrives on the other's.
+        clusterArrive();
+        clusterWait();
+    }
+    else
+        __syncthreads();
 
     if (tid >= C::CONSUMERS)
     {
@@ -130,8 +142,12 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         int bPix[C::PXT];
         uint32_t bDst[C::PXT];
         T const* xLane[C::PXT];
-        int cb = kc0 / a.kk;
-        int kp = kc0 - cb * a.kk;
+        // PAIR: this block samples chunks first, first + 2, ... of the split (KSTEP apart); the other
+        // block the others.
+        constexpr int KSTEP = C::PAIR ? 2 : 1;
+        int const first = C::PAIR ? static_cast<int>(rank) : 0;
+        int cb = (kc0 + first) / a.kk;
+        int kp = (kc0 + first) - cb * a.kk;
         int cIn = g * a.cg + cb * C::BK; // first input channel of the next chunk to prepare
 #pragma unroll
         for (int j = 0; j < C::PXT; ++j)
@@ -175,7 +191,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         };
         // The sampling plan of the next chunk's deformable group (built when that group changes).
         auto ensurePlan = [&]() {
-            if (planned < 0 || (kp == 0 && a.deformableGroups > 1))
+            // kp == 0, or below KSTEP: the first chunk of a channel block that this block samples.
+            if (planned < 0 || ((KSTEP == 1 ? kp == 0 : kp < KSTEP) && a.deformableGroups > 1))
             {
                 int const dg = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(cIn)) : 0;
                 if (dg != planned)
@@ -221,13 +238,17 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             R.e0 = e0;
             if (h + 1 < C::SUB)
                 return;
-            if (++kp == a.kk)
-            {
-                kp = 0;
-                cIn += C::BK;
 #pragma unroll
-                for (int j = 0; j < C::PXT; ++j)
-                    xLane[j] += C::BK;
+            for (int step = 0; step < KSTEP; ++step)
+            {
+                if (++kp == a.kk)
+                {
+                    kp = 0;
+                    cIn += C::BK;
+#pragma unroll
+                    for (int j = 0; j < C::PXT; ++j)
+                        xLane[j] += C::BK;
+                }
             }
             // The next chunk's cell offsets (stale only if that chunk rebuilds the plan, see above).
             readNextIdx();
@@ -236,8 +257,12 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             int const s = kc % C::STAGES;
             if (h == 0 && kc >= C::STAGES)
             {
-                // Consumers are done with stage s (its previous use, kc - STAGES).
-                mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
+                // Consumers are done with stage s (its previous use, kc - STAGES); PAIR: those of both
+                // blocks, which this block fills.
+                if constexpr (C::PAIR)
+                    mbarWaitCluster(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
+                else
+                    mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
             }
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
             if constexpr (C::TMA_A)
@@ -251,6 +276,14 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
                         tmaLoad2d((PLAN32 ? sAAddr : smemAddr(sA)) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
                             a.cout + g * a.mg + m0, fullA + 8 * s);
+                    if constexpr (C::PAIR)
+                    {
+                        // The other block's weight tile of this chunk, into its stage s.
+                        int const peerM0 = m0 + (rank == 0u ? C::BM : -C::BM);
+                        mbarArriveExpectTxCluster(fullA + 8 * s + peer, static_cast<uint32_t>(C::A_BYTES));
+                        tmaLoad2dTo(sAAddr + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + peerM0, fullA + 8 * s,
+                            static_cast<uint16_t>(1u << (rank ^ 1u)));
+                    }
                 }
             }
             else if constexpr (C::ASYNC_A)
@@ -294,6 +327,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 else if constexpr (C::WG && sizeof(T) == 4)
                     res = tf32Vec(res);
                 stShared16(bDst[j] + bStage, res);
+                if constexpr (C::PAIR)
+                    stCluster16(bDst[j] + bStage + peer, res);
             }
             if (h + 1 < C::SUB)
                 return; // the stage is full after the chunk's last unit
@@ -312,6 +347,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 // Warpgroup tiles: the consumers order these generic-proxy B stores before their
                 // MMAs' async-proxy reads (nhwcConsumers), after this release and their acquire.
                 mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
+                if constexpr (C::PAIR)
+                    mbarArriveCluster(fullB + 8 * s + peer); // and the other block's stage s
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it
@@ -325,7 +362,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             gridDependencyWait();
         // A ring of PD register sets: unit i + PD - 1 is loading while unit i is finished (unit i
         // = part i % SUB of chunk i / SUB).
-        int const nUnits = nChunks * C::SUB;
+        int const nUnits = (C::PAIR ? (nChunks - first + 1) / 2 : nChunks) * C::SUB; // this block's chunks
         Regs ring[C::PD];
 #pragma unroll
         for (int i = 0; i < C::PD - 1; ++i)
@@ -346,7 +383,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     break;
                 if (i + C::PD - 1 < nUnits)
                     prepare(ring[(r + C::PD - 1) % C::PD], (r + C::PD - 1) % C::SUB);
-                finish(i / C::SUB, r % C::SUB, ring[r % C::PD]);
+                finish(first + KSTEP * (i / C::SUB), r % C::SUB, ring[r % C::PD]);
             }
         }
         if constexpr (C::ASYNC_A)
@@ -373,7 +410,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     }
     if constexpr (C::PREGS > 0)
         setMaxRegsInc<C::CREGS>();
-    nhwcConsumers<T, MK, C>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial);
+    nhwcConsumers<T, MK, C>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial, rank, peer);
 }
 
 template <typename T, MathKind MK, class C>

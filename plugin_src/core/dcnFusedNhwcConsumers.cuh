@@ -13,6 +13,7 @@
 #include "dcnFusedCluster.cuh"
 #include "dcnFusedCommon.cuh"
 #include "dcnFusedNhwcParts.cuh"
+#include "dcnFusedPair.cuh"
 #include "dcnFusedTma.cuh"
 #include "dcnFusedWgmma.cuh"
 
@@ -185,7 +186,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
 template <typename T, MathKind MK, class C>
 __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T const* sB, uint32_t fullA,
     int nChunks, int tid, int64_t p0, int m0, int g, int split, T const* __restrict__ bias, T* __restrict__ out,
-    float* __restrict__ partial)
+    float* __restrict__ partial, uint32_t rank, uint32_t peer)
 {
     uint32_t const fullB = fullA + C::FULL_OFF;
     uint32_t const emptyS = fullA + C::EMPTY_OFF;
@@ -216,8 +217,13 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         {
             int const s = kc % C::STAGES;
             uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
-            mbarWait(fullB + 8 * s, phase); // stage s is full
-            mbarWait(fullA + 8 * s, phase); // and its weight tile landed
+            // Stage s is full (PAIR: filled by either block, hence the cluster-scope acquire) and its
+            // weight tile landed.
+            if constexpr (C::PAIR)
+                mbarWaitCluster(fullB + 8 * s, phase);
+            else
+                mbarWait(fullB + 8 * s, phase);
+            mbarWait(fullA + 8 * s, phase);
             // The producers' sample stores (generic proxy, released by their FULL arrivals and
             // acquired by the wait above) before the MMAs read the stage (async proxy): one proxy
             // fence per consumer thread on that causality path instead of one per producer thread
@@ -273,8 +279,18 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
             wgmmaWait<1>();
             if (kc > 0 && kc - 1 + C::STAGES < nChunks)
-                mbarArrive(emptyS + 8 * ((kc - 1) % C::STAGES));
+            {
+                int const sf = (kc - 1) % C::STAGES;
+                if constexpr (C::PAIR) // on the block that fills stage sf (rank sf % 2)
+                    mbarArriveCluster(emptyS + 8 * sf + (static_cast<uint32_t>(sf & 1) == rank ? 0u : peer));
+                else
+                    mbarArrive(emptyS + 8 * sf);
+            }
         }
+        // PAIR: this block arrives on the other's mbarriers no more; the wait at the end keeps both
+        // blocks (their mbarriers and stages) alive until then.
+        if constexpr (C::PAIR)
+            clusterArrive();
         wgmmaWait<0>();
         eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
     }
@@ -311,6 +327,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, part, rows.x, rows.y);
     if (a.clusterReduce)
         clusterRelease();
+    if constexpr (C::PAIR)
+        clusterWait();
 }
 
 } // namespace fused

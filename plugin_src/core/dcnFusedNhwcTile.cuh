@@ -21,7 +21,7 @@ namespace fused
 {
 
 template <typename T, int BM_, int BN_, int WARPS_M_, int CW_, int PW_, int STAGES_, int BK_, bool ASYNC_A_,
-    bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0, int SPLIT_ = 1>
+    bool TMA_A_ = false, bool WG_ = false, int PREGS_ = 0, int SPLIT_ = 1, bool PAIR_ = false>
 struct NTile
 {
     // The table entry these parameters come from (its shape fields: the shared-memory sizes below
@@ -100,6 +100,13 @@ struct NTile
     // big part and then its TF32 small part (A_HALF, B_HALF bytes further), as the prep kernel
     // (weights) and the producers (samples) split them; wgmma reads both from shared memory.
     static constexpr int SPLIT = SPLIT_;
+    // PAIR (TileShape::pairM): the blocks of channel tiles 2i and 2i + 1 of a pixel tile are one
+    // cluster along y. Block r (its rank) samples chunks r, r + 2, ..., stores each sample into both
+    // blocks' stage and issues both blocks' weight tiles for that stage; with an even STAGES, stage
+    // s is always filled by block s % 2. FULL counts the filling block's producers; EMPTY, in the
+    // filling block, the consumers of both blocks.
+    static constexpr bool PAIR = PAIR_;
+    static_assert(!PAIR || (WG && TMA_A && STAGES % 2 == 0 && SPLIT == 1), "sample-sharing tile");
     static constexpr size_t A_HALF = stageABytes(SHAPE, sizeof(T));
     static constexpr size_t B_HALF = stageBBytes(SHAPE, sizeof(T));
     static_assert(A_HALF == size_t(BM) * LDA * sizeof(T) && B_HALF == size_t(BN) * LDB * sizeof(T), "stage layout");

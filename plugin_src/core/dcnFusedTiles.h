@@ -56,6 +56,10 @@ struct TileShape
     int maxMg, minMg;
     float blockFixed;
     int tf32Blocks;
+    // Sample sharing (warpgroup tiles, sm_90a): the blocks of two neighbouring channel tiles of one
+    // pixel tile run as a thread-block cluster along y; each samples every other K chunk and stores
+    // it into both blocks' stages, and issues both blocks' weight tiles of that chunk.
+    bool pairM = false;
 };
 
 /* The configurations, named by kernel, weight path and shape (the names of kTileNames):
@@ -91,6 +95,7 @@ enum TileId : int
     kWg128x64P16,
     kWg128x64Tf32,      // FP32 on TF32 warpgroup MMAs (3xTF32: both parts of each operand)
     kWg256x64Tf32,      // FP32 in TF32 mode only (3xTF32 would need twice the shared memory)
+    kWg256x64P16Pair,   // groups of 512+ output channels: two channel tiles share their samples
     kTileCount
 };
 
@@ -120,6 +125,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64, 0.59f, 0.55f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1},
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
+    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 9.0f, 9.0f, 0.0f, 0.0f, 0.0f, 0, 256, 20.0f, 1, true},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,

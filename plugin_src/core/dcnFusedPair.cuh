@@ -1,0 +1,117 @@
+/*
+ * dcnconvert core: the thread-block-cluster pieces of the sample-sharing tiles (NTile::PAIR,
+ * sm_90a): the blocks of two neighbouring channel tiles of one pixel tile run as a cluster of two,
+ * and the block that samples a K chunk writes the samples, its FULL arrivals and the other block's
+ * weight tile into the other block's shared memory as well as its own. A shared-memory address of
+ * this block plus pairDelta() is the same byte in the other block (shared::cluster addresses;
+ * each block's window is contiguous). Internal to plugin_src/core; no TensorRT include.
+ */
+#ifndef DCN_FUSED_PAIR_CUH
+#define DCN_FUSED_PAIR_CUH
+
+#include "dcnFusedWgmma.cuh" // DCN_WGMMA_DEVICE: sm_90a code (multicast TMA)
+
+#include <cuda.h>
+#include <stdint.h>
+
+namespace dcn
+{
+namespace fused
+{
+
+/* This block's rank in its cluster. */
+__device__ __forceinline__ uint32_t clusterRank()
+{
+    uint32_t r = 0;
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+    return r;
+}
+
+/* The distance from a shared-memory address of this block to the same address in block `rank`. */
+__device__ __forceinline__ uint32_t pairDelta(uint32_t local, uint32_t rank)
+{
+    uint32_t remote = local;
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+#endif
+    return remote - local;
+}
+
+/* A 16-byte store into the shared memory of a block of the cluster (a shared::cluster address). */
+__device__ __forceinline__ void stCluster16(uint32_t addr, uint4 v)
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
+        "r"(v.w)
+        : "memory");
+#endif
+}
+
+/* An arrival on an mbarrier of a block of the cluster, releasing this thread's earlier memory
+ * accesses (the remote stores above too) at cluster scope. */
+__device__ __forceinline__ void mbarArriveCluster(uint32_t addr)
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(addr) : "memory");
+#endif
+}
+
+/* mbarArriveExpectTx on an mbarrier of a block of the cluster. */
+__device__ __forceinline__ void mbarArriveExpectTxCluster(uint32_t addr, uint32_t bytes)
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes)
+                 : "memory");
+#endif
+}
+
+/* mbarWait acquiring at cluster scope: what threads of the other block released with their
+ * arrivals (mbarArriveCluster) is visible after it. */
+__device__ __forceinline__ void mbarWaitCluster(uint32_t bar, uint32_t parity)
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile(
+        "{\n\t"
+        ".reg .pred done;\n"
+        "DCN_MBAR_WAIT_CL:\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
+        "@!done bra DCN_MBAR_WAIT_CL;\n\t"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}
+
+/* tmaLoad2d into the block(s) of the cluster in ctaMask: the box lands at `dst` and completes its
+ * bytes on `bar`, both this block's shared-memory addresses taken in each destination block. */
+__device__ __forceinline__ void tmaLoad2dTo(
+    uint32_t dst, CUtensorMap const* map, int c0, int c1, uint32_t bar, uint16_t ctaMask)
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(ctaMask)
+        : "memory");
+#endif
+}
+
+/* Split cluster barrier (release / acquire): the threads that have not exited. */
+__device__ __forceinline__ void clusterArrive()
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void clusterWait()
+{
+#ifdef DCN_WGMMA_DEVICE
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+
+} // namespace fused
+} // namespace dcn
+
+#endif // DCN_FUSED_PAIR_CUH
