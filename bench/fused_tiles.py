@@ -46,6 +46,9 @@ SHAPES = {
     "DLA-ida1-proj": (1, 256, 32, 32, 128, 1),
     "DLA-ida1-node": (1, 128, 64, 64, 128, 1),
     "DLA-up-proj": (1, 256, 32, 32, 64, 1),
+    # R50-c5 at batch 8: 512 output channels over more than one wave of unsplit blocks (the
+    # sample-sharing tile's cost column against wg-256x64-p16 where K is not split)
+    "R50-c5-b8": (8, 512, 25, 42, 512, 1),
     # 5x5 with several deformable groups, where the 16-producer tiles' plans do not fit and an H200
     # runs wg-256x64-2wg
     "K5-dg8": (1, 1024, 108, 134, 256, 1, 5, 8),

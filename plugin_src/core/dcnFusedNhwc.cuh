@@ -90,7 +90,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         {
             if constexpr (C::TMA_A)
                 mbarInit(fullA + 8 * s, 1);
-            mbarInit(fullB + 8 * s, C::PRODUCERS);
+            // PAIR: FULL of a stage that the other block fills counts that block's producer warps,
+            // each of which copies its rows of the sample tile here (C::PAIR_ROWS_BYTES).
+            mbarInit(fullB + 8 * s, C::PAIR && static_cast<uint32_t>(s & 1) != rank ? C::PW : C::PRODUCERS);
             mbarInit(emptyS + 8 * s, C::PAIR ? 2 * C::CONSUMERS : C::CONSUMERS);
         }
         mbarInitFence();
@@ -259,10 +261,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             {
                 // Consumers are done with stage s (its previous use, kc - STAGES); PAIR: those of both
                 // blocks, which this block fills.
-                if constexpr (C::PAIR)
-                    mbarWaitCluster(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
-                else
-                    mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
+                mbarWait(emptyS + 8 * s, static_cast<uint32_t>(kc / C::STAGES - 1) & 1u);
             }
             uint32_t const aStage = static_cast<uint32_t>(s) * static_cast<uint32_t>(C::A_BYTES);
             if constexpr (C::TMA_A)
@@ -280,7 +279,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     {
                         // The other block's weight tile of this chunk, into its stage s.
                         int const peerM0 = m0 + (rank == 0u ? C::BM : -C::BM);
-                        mbarArriveExpectTxCluster(fullA + 8 * s + peer, static_cast<uint32_t>(C::A_BYTES));
+                        mbarArriveExpectTxRemote(fullA + 8 * s + peer, static_cast<uint32_t>(C::A_BYTES));
                         tmaLoad2dTo(sAAddr + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + peerM0, fullA + 8 * s,
                             static_cast<uint16_t>(1u << (rank ^ 1u)));
                     }
@@ -327,8 +326,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 else if constexpr (C::WG && sizeof(T) == 4)
                     res = tf32Vec(res);
                 stShared16(bDst[j] + bStage, res);
-                if constexpr (C::PAIR)
-                    stCluster16(bDst[j] + bStage + peer, res);
             }
             if (h + 1 < C::SUB)
                 return; // the stage is full after the chunk's last unit
@@ -346,9 +343,26 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             {
                 // Warpgroup tiles: the consumers order these generic-proxy B stores before their
                 // MMAs' async-proxy reads (nhwcConsumers), after this release and their acquire.
+                if constexpr (C::PAIR)
+                    fenceProxyAsync(); // the copy engine reads these stores below
                 mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
                 if constexpr (C::PAIR)
-                    mbarArriveCluster(fullB + 8 * s + peer); // and the other block's stage s
+                {
+                    // The warp's rows of the sample tile into the other block's stage s by one bulk
+                    // copy, counted on that block's FULL.
+                    __syncwarp();
+                    if ((ptid & 31) == 0)
+                    {
+                        uint32_t const rows = bStage + static_cast<uint32_t>(ptid / 32) * C::PAIR_ROWS_BYTES;
+#ifdef DCN_EXP_PAIR_NOCOPY
+                        (void)rows;
+                        mbarArriveRemote(fullB + 8 * s + peer);
+#else
+                        mbarArriveExpectTxRemote(fullB + 8 * s + peer, C::PAIR_ROWS_BYTES);
+                        bulkCopyToCluster(sBAddr + rows + peer, sBAddr + rows, C::PAIR_ROWS_BYTES, fullB + 8 * s + peer);
+#endif
+                    }
+                }
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it

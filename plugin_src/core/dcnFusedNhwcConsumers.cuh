@@ -217,13 +217,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         {
             int const s = kc % C::STAGES;
             uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
-            // Stage s is full (PAIR: filled by either block, hence the cluster-scope acquire) and its
-            // weight tile landed.
-            if constexpr (C::PAIR)
-                mbarWaitCluster(fullB + 8 * s, phase);
-            else
-                mbarWait(fullB + 8 * s, phase);
-            mbarWait(fullA + 8 * s, phase);
+            mbarWait(fullB + 8 * s, phase); // stage s is full
+            mbarWait(fullA + 8 * s, phase); // and its weight tile landed
             // The producers' sample stores (generic proxy, released by their FULL arrivals and
             // acquired by the wait above) before the MMAs read the stage (async proxy): one proxy
             // fence per consumer thread on that causality path instead of one per producer thread
@@ -282,7 +277,12 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             {
                 int const sf = (kc - 1) % C::STAGES;
                 if constexpr (C::PAIR) // on the block that fills stage sf (rank sf % 2)
-                    mbarArriveCluster(emptyS + 8 * sf + (static_cast<uint32_t>(sf & 1) == rank ? 0u : peer));
+                {
+                    if (static_cast<uint32_t>(sf & 1) == rank)
+                        mbarArrive(emptyS + 8 * sf);
+                    else
+                        mbarArriveRemote(emptyS + 8 * sf + peer);
+                }
                 else
                     mbarArrive(emptyS + 8 * sf);
             }

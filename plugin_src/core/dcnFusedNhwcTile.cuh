@@ -26,7 +26,8 @@ struct NTile
 {
     // The table entry these parameters come from (its shape fields: the shared-memory sizes below
     // are tileSmemBytes' terms, the host's numbers).
-    static constexpr TileShape SHAPE{BM_, BN_, WARPS_M_, CW_, PW_, STAGES_, true, BK_, ASYNC_A_, TMA_A_, WG_, PREGS_};
+    static constexpr TileShape SHAPE{
+        BM_, BN_, WARPS_M_, CW_, PW_, STAGES_, true, BK_, ASYNC_A_, TMA_A_, WG_, PREGS_, 0, 0, 0, 0, 0, 0, 0, 0, 0, PAIR_};
     static constexpr int ELEM_BYTES = sizeof(T);
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -101,12 +102,17 @@ struct NTile
     // (weights) and the producers (samples) split them; wgmma reads both from shared memory.
     static constexpr int SPLIT = SPLIT_;
     // PAIR (TileShape::pairM): the blocks of channel tiles 2i and 2i + 1 of a pixel tile are one
-    // cluster along y. Block r (its rank) samples chunks r, r + 2, ..., stores each sample into both
-    // blocks' stage and issues both blocks' weight tiles for that stage; with an even STAGES, stage
-    // s is always filled by block s % 2. FULL counts the filling block's producers; EMPTY, in the
-    // filling block, the consumers of both blocks.
+    // cluster along y. Block r (its rank) samples chunks r, r + 2, ..., into its stage, copies each
+    // producer warp's rows of it into the other block's stage (a bulk copy per warp) and issues both
+    // blocks' weight tiles for that stage; with an even STAGES, stage s is always filled by block
+    // s % 2. FULL counts the filling block's producer threads there and its producer warps' copies
+    // in the other block; EMPTY, in the filling block, the consumers of both blocks.
     static constexpr bool PAIR = PAIR_;
-    static_assert(!PAIR || (WG && TMA_A && STAGES % 2 == 0 && SPLIT == 1), "sample-sharing tile");
+    // The rows of the sample tile that one producer warp writes (one task per thread: 32 tasks, 32 /
+    // TPP pixels of LDB elements), contiguous in the stage: what it copies to the other block.
+    static constexpr uint32_t PAIR_ROWS_BYTES = static_cast<uint32_t>(32 / TPP * LDB * sizeof(T));
+    static_assert(!PAIR || (WG && TMA_A && STAGES % 2 == 0 && SPLIT == 1 && PXT == 1 && 32 % TPP == 0),
+        "sample-sharing tile");
     static constexpr size_t A_HALF = stageABytes(SHAPE, sizeof(T));
     static constexpr size_t B_HALF = stageBBytes(SHAPE, sizeof(T));
     static_assert(A_HALF == size_t(BM) * LDA * sizeof(T) && B_HALF == size_t(BN) * LDB * sizeof(T), "stage layout");

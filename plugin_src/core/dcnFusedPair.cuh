@@ -1,10 +1,11 @@
 /*
- * dcnconvert core: the thread-block-cluster pieces of the sample-sharing tiles (NTile::PAIR,
- * sm_90a): the blocks of two neighbouring channel tiles of one pixel tile run as a cluster of two,
- * and the block that samples a K chunk writes the samples, its FULL arrivals and the other block's
- * weight tile into the other block's shared memory as well as its own. A shared-memory address of
- * this block plus pairDelta() is the same byte in the other block (shared::cluster addresses;
- * each block's window is contiguous). Internal to plugin_src/core; no TensorRT include.
+ * dcnconvert core: the thread-block-cluster pieces of the sample-sharing tile (NTile::PAIR, sm_90a):
+ * the blocks of two neighbouring channel tiles of one pixel tile run as a cluster of two, and the
+ * block that samples a K chunk copies the samples into the other block's stage (the copy engine,
+ * counted on that block's FULL mbarrier) and loads the other block's weight tile too (multicast
+ * TMA to that block alone). A shared-memory address of this block plus pairDelta() is the same
+ * byte in the other block (shared::cluster addresses; each block's window is contiguous).
+ * Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_PAIR_CUH
 #define DCN_FUSED_PAIR_CUH
@@ -39,47 +40,34 @@ __device__ __forceinline__ uint32_t pairDelta(uint32_t local, uint32_t rank)
     return remote - local;
 }
 
-/* A 16-byte store into the shared memory of a block of the cluster (a shared::cluster address). */
-__device__ __forceinline__ void stCluster16(uint32_t addr, uint4 v)
+/* An arrival on an mbarrier of a block of the cluster (a shared::cluster address), with
+ * mbarArrive's CTA-scope release: it orders this thread's reads of a stage (completed asynchronous
+ * MMAs) before the other block's copies into it, as CUTLASS's cluster pipelines rely on. */
+__device__ __forceinline__ void mbarArriveRemote(uint32_t addr)
 {
 #ifdef DCN_WGMMA_DEVICE
-    asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z),
-        "r"(v.w)
-        : "memory");
-#endif
-}
-
-/* An arrival on an mbarrier of a block of the cluster, releasing this thread's earlier memory
- * accesses (the remote stores above too) at cluster scope. */
-__device__ __forceinline__ void mbarArriveCluster(uint32_t addr)
-{
-#ifdef DCN_WGMMA_DEVICE
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(addr) : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(addr) : "memory");
 #endif
 }
 
 /* mbarArriveExpectTx on an mbarrier of a block of the cluster. */
-__device__ __forceinline__ void mbarArriveExpectTxCluster(uint32_t addr, uint32_t bytes)
+__device__ __forceinline__ void mbarArriveExpectTxRemote(uint32_t addr, uint32_t bytes)
 {
 #ifdef DCN_WGMMA_DEVICE
-    asm volatile("mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes)
-                 : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes) : "memory");
 #endif
 }
 
-/* mbarWait acquiring at cluster scope: what threads of the other block released with their
- * arrivals (mbarArriveCluster) is visible after it. */
-__device__ __forceinline__ void mbarWaitCluster(uint32_t bar, uint32_t parity)
+/* `bytes` (a multiple of 16, both addresses 16-byte aligned) of this block's shared memory at `src`
+ * into a block of the cluster at `dst` by the copy engine, completing them on that block's mbarrier
+ * `bar` (shared::cluster addresses). The copy engine reads `src` through the async proxy: the
+ * threads that wrote it fence their stores first (fenceProxyAsync). */
+__device__ __forceinline__ void bulkCopyToCluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar)
 {
 #ifdef DCN_WGMMA_DEVICE
-    asm volatile(
-        "{\n\t"
-        ".reg .pred done;\n"
-        "DCN_MBAR_WAIT_CL:\n\t"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n\t"
-        "@!done bra DCN_MBAR_WAIT_CL;\n\t"
-        "}" ::"r"(bar),
-        "r"(parity)
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     dst),
+        "r"(src), "r"(bytes), "r"(bar)
         : "memory");
 #endif
 }

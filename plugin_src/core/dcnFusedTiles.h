@@ -125,7 +125,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64, 0.59f, 0.55f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1},
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
-    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 9.0f, 9.0f, 0.0f, 0.0f, 0.0f, 0, 256, 20.0f, 1, true},
+    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.57f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
@@ -217,7 +217,8 @@ static_assert(tileColumnsFit(), "a tile has a cost column for an element type or
  * units a thread loads and finishes them in (TMA tiles with more than 2 tasks per thread: the
  * corners of a whole chunk would not fit beside the ring's other units; register-split tiles: one
  * task per unit); and the register sets (units in flight) of its ring. Producers of 80 registers
- * (wg-256x64-p16, wg-256x64-tf32) hold 3 sets: corner loads two chunks ahead. tma-128x32-k64-p8
+ * (wg-256x64-p16, wg-256x64-tf32) hold 3 sets: corner loads two chunks ahead; the sample-sharing
+ * tile 2 (its blocks sample every other chunk, so that is two chunks ahead as well). tma-128x32-k64-p8
  * (one task per thread) keeps 3: with 4 or 5 (no spills) the CenterNet layers it runs took -1.9% to
  * -0.8% in FP16 and +0.6% to +3.6% in BF16 on an H200. The 512-thread 64-channel TMA tiles
  * (wg-256x64-2wg, tma-256x64-k64: 128 registers per thread) hold 2 sets of their 2 tasks: with 3
@@ -234,7 +235,7 @@ DCN_TILE_HD constexpr int producerUnits(TileShape const& t, size_t elem)
 }
 DCN_TILE_HD constexpr int ringDepth(TileShape const& t, size_t elem)
 {
-    return t.pregs >= 80 ? 3
+    return t.pregs >= 80 && !t.pairM ? 3
         : t.pregs > 0 ? 2
         : producerUnits(t, elem) > 1 ? 3
         : elem == 4 ? 2
