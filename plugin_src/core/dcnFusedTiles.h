@@ -57,8 +57,9 @@ struct TileShape
     float blockFixed;
     int tf32Blocks;
     // Sample sharing (warpgroup tiles, sm_90a): the blocks of two neighbouring channel tiles of one
-    // pixel tile run as a thread-block cluster along y; each samples every other K chunk and stores
-    // it into both blocks' stages, and issues both blocks' weight tiles of that chunk.
+    // pixel tile run as a thread-block cluster along y; each samples every other K chunk into its
+    // stage, copies it into the other block's, and issues both blocks' weight tiles of that chunk
+    // (NTile::PAIR). The groups need an even number of channel tiles.
     bool pairM = false;
 };
 
@@ -95,11 +96,11 @@ enum TileId : int
     kWg128x64P16,
     kWg128x64Tf32,      // FP32 on TF32 warpgroup MMAs (3xTF32: both parts of each operand)
     kWg256x64Tf32,      // FP32 in TF32 mode only (3xTF32 would need twice the shared memory)
-    kWg256x64P16Pair,   // groups of 512+ output channels: two channel tiles share their samples
+    kWg256x64P16Pair,   // BF16, groups of more than 256 output channels: two channel tiles share their samples
     kTileCount
 };
 
-//            bm   bn  wM  cw  pw  st  nhwc  bk  async  tma    wgmma  pregs  fp16   bf16   fp32   tf32   fp32W  maxMg minMg fixed tf32B
+//            bm   bn  wM  cw  pw  st  nhwc  bk  async  tma    wgmma  pregs  fp16   bf16   fp32   tf32   fp32W  maxMg minMg fixed tf32B pair
 constexpr TileShape kTiles[kTileCount] = {
     {64, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 0.80f, 0.80f, 0.60f, 0.60f, 0.0f, 64, 0, 20.0f, 1},
     {128, 32, 4, 4, 4, 4, true, 32, false, false, false, 0, 0.82f, 0.82f, 0.60f, 0.72f, 0.45f, 0, 0, 20.0f, 1},
@@ -125,7 +126,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 64, false, true, true, 64, 0.59f, 0.55f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1},
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
-    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.57f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
+    {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.0f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
