@@ -41,7 +41,9 @@ namespace fused
  * only for groups of at most maxMg output channels (0: any) and more than minMg; blockFixed: work
  * per block outside the K walk (sampling plan, pipeline fill and drain, epilogue) in such chunks;
  * tf32Blocks: blocks that share an SM at full speed in TF32 (where their shared memory fits).
- * The weights were fitted to H200 timings only (bench/fused_tiles.py, docs/fused_kernel_notes.md):
+ * The weights were fitted to H200 timings only (bench/fused_tiles.py, docs/fused_kernel_notes.md;
+ * the sample-sharing tile's BF16 column and its per-block term to H100 timings, against wg-256x64-p16
+ * measured in the same run: docs/pair_tile_h100.txt):
  * on compute capability 8.x they order the sm_80 tiles as on the H200, which is untuned there. */
 struct TileShape
 {
