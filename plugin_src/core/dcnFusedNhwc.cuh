@@ -354,13 +354,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     if ((ptid & 31) == 0)
                     {
                         uint32_t const rows = bStage + static_cast<uint32_t>(ptid / 32) * C::PAIR_ROWS_BYTES;
-#ifdef DCN_EXP_PAIR_NOCOPY
-                        (void)rows;
-                        mbarArriveRemote(fullB + 8 * s + peer);
-#else
                         mbarArriveExpectTxRemote(fullB + 8 * s + peer, C::PAIR_ROWS_BYTES);
                         bulkCopyToCluster(sBAddr + rows + peer, sBAddr + rows, C::PAIR_ROWS_BYTES, fullB + 8 * s + peer);
-#endif
                     }
                 }
             }
