@@ -68,8 +68,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     uint32_t const fullA = PLAN32 ? sAAddr + C::STAGE_BYTES : smemAddr(planI + a.planSlots * a.kk * C::BN);
     uint32_t const fullB = fullA + C::FULL_OFF;
     uint32_t const emptyS = fullA + C::EMPTY_OFF;
-    // PAIR: this block's rank in the cluster of two channel tiles, and the distance from one of its
-    // shared-memory addresses to the same address in the other block.
+    // PAIR: the rank in the cluster, and the distance to the same shared address in the other block.
     uint32_t const rank = C::PAIR ? clusterRank() : 0u;
     uint32_t const peer = C::PAIR ? pairDelta(sAAddr, rank ^ 1u) : 0u;
 
@@ -90,19 +89,14 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         {
             if constexpr (C::TMA_A)
                 mbarInit(fullA + 8 * s, 1);
-            // PAIR: FULL of a stage that the other block fills counts that block's producer warps,
-            // each of which copies its rows of the sample tile here (C::PAIR_ROWS_BYTES).
+            // PAIR: FULL of a stage the other block fills counts its producer warps' copies (pairCopyRows).
             mbarInit(fullB + 8 * s, C::PAIR && static_cast<uint32_t>(s & 1) != rank ? C::PW : C::PRODUCERS);
             mbarInit(emptyS + 8 * s, C::PAIR ? 2 * C::CONSUMERS : C::CONSUMERS);
         }
         mbarInitFence();
     }
     if constexpr (C::PAIR)
-    {
-        // Both blocks' mbarriers are initialised before either block arrives on the other's.
-        clusterArrive();
-        clusterWait();
-    }
+        clusterSync(); // both blocks' mbarriers are initialised before either arrives on the other's
     else
         __syncthreads();
 
@@ -144,8 +138,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         int bPix[C::PXT];
         uint32_t bDst[C::PXT];
         T const* xLane[C::PXT];
-        // PAIR: this block samples chunks first, first + 2, ... of the split (KSTEP apart); the other
-        // block the others.
+        // PAIR: this block samples chunks first, first + 2, ... of the split; the other block the rest.
         constexpr int KSTEP = C::PAIR ? 2 : 1;
         int const first = C::PAIR ? static_cast<int>(rank) : 0;
         int cb = (kc0 + first) / a.kk;
@@ -275,14 +268,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     if constexpr (C::SPLIT == 2) // the weights' small TF32 parts: rows cout .. 2 cout - 1
                         tmaLoad2d((PLAN32 ? sAAddr : smemAddr(sA)) + aStage + static_cast<uint32_t>(C::A_HALF), &tmA, (kc0 + kc) * C::BK,
                             a.cout + g * a.mg + m0, fullA + 8 * s);
-                    if constexpr (C::PAIR)
-                    {
-                        // The other block's weight tile of this chunk, into its stage s.
-                        int const peerM0 = m0 + (rank == 0u ? C::BM : -C::BM);
-                        mbarArriveExpectTxRemote(fullA + 8 * s + peer, static_cast<uint32_t>(C::A_BYTES));
-                        tmaLoad2dTo(sAAddr + aStage, &tmA, (kc0 + kc) * C::BK, g * a.mg + peerM0, fullA + 8 * s,
-                            static_cast<uint16_t>(1u << (rank ^ 1u)));
-                    }
+                    if constexpr (C::PAIR) // the other block's weight tile of this chunk, into its stage s
+                        pairWeightTile(sAAddr + aStage, fullA + 8 * s, rank, peer, static_cast<uint32_t>(C::A_BYTES),
+                            &tmA, (kc0 + kc) * C::BK, g * a.mg + m0 + (rank == 0u ? C::BM : -C::BM));
                 }
             }
             else if constexpr (C::ASYNC_A)
@@ -346,18 +334,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 if constexpr (C::PAIR)
                     fenceProxyAsync(); // the copy engine reads these stores below
                 mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
-                if constexpr (C::PAIR)
-                {
-                    // The warp's rows of the sample tile into the other block's stage s by one bulk
-                    // copy, counted on that block's FULL.
-                    __syncwarp();
-                    if ((ptid & 31) == 0)
-                    {
-                        uint32_t const rows = bStage + static_cast<uint32_t>(ptid / 32) * C::PAIR_ROWS_BYTES;
-                        mbarArriveExpectTxRemote(fullB + 8 * s + peer, C::PAIR_ROWS_BYTES);
-                        bulkCopyToCluster(sBAddr + rows + peer, sBAddr + rows, C::PAIR_ROWS_BYTES, fullB + 8 * s + peer);
-                    }
-                }
+                if constexpr (C::PAIR) // the warp's rows of the sample tile into the other block's stage s
+                    pairCopyRows(sBAddr + bStage + static_cast<uint32_t>(ptid / 32) * C::PAIR_ROWS_BYTES,
+                        fullB + 8 * s, peer, C::PAIR_ROWS_BYTES, ptid & 31);
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it

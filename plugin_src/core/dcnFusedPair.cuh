@@ -85,6 +85,27 @@ __device__ __forceinline__ void tmaLoad2dTo(
 #endif
 }
 
+/* The sample-sharing tile's producers (dcnFusedNhwc.cuh). pairWeightTile: the box (c0, c1) of the
+ * weight map into the other block at `dst` (this block's address of the same stage), announced on
+ * and counted by the other block's mbarrier at `bar`. pairCopyRows, by the whole warp after each
+ * lane fenced its stores of the rows: its lane 0 copies the warp's `bytes` of the sample tile at
+ * `rows` into the other block, counted on that block's FULL mbarrier at `full`. */
+__device__ __forceinline__ void pairWeightTile(uint32_t dst, uint32_t bar, uint32_t rank, uint32_t peer, uint32_t bytes,
+    CUtensorMap const* map, int c0, int c1)
+{
+    mbarArriveExpectTxRemote(bar + peer, bytes);
+    tmaLoad2dTo(dst, map, c0, c1, bar, static_cast<uint16_t>(1u << (rank ^ 1u)));
+}
+__device__ __forceinline__ void pairCopyRows(uint32_t rows, uint32_t full, uint32_t peer, uint32_t bytes, int lane)
+{
+    __syncwarp();
+    if (lane == 0)
+    {
+        mbarArriveExpectTxRemote(full + peer, bytes);
+        bulkCopyToCluster(rows + peer, rows, bytes, full + peer);
+    }
+}
+
 /* Split cluster barrier (release / acquire): the threads that have not exited. */
 __device__ __forceinline__ void clusterArrive()
 {
@@ -97,6 +118,11 @@ __device__ __forceinline__ void clusterWait()
 #ifdef DCN_WGMMA_DEVICE
     asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void clusterSync()
+{
+    clusterArrive();
+    clusterWait();
 }
 
 } // namespace fused
