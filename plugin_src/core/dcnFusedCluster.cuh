@@ -9,6 +9,7 @@
 
 #include "dcnFusedCommon.cuh" // FusedArgs
 #include "dcnFusedMma.cuh"
+#include "dcnFusedPair.cuh" // clusterSync
 #include "dcnFusedTma.cuh"
 
 #include <stdint.h>
@@ -51,8 +52,7 @@ __device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT,
         mbarInitFence();
     }
     fenceProxyAsync(); // this thread's sT stores, before the copy engine reads them
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+    clusterSync();
     if (tid == 0)
     {
         mbarArriveExpectTx(bar, static_cast<uint32_t>((splits - 1) * rowsOf(me)) * ROW);
@@ -133,10 +133,7 @@ __device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT,
  * block's shared memory is complete) before any block exits. */
 __device__ __forceinline__ void clusterRelease()
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-#endif
+    clusterSync();
 }
 
 } // namespace fused

@@ -10,6 +10,7 @@
 #ifndef DCN_FUSED_PAIR_CUH
 #define DCN_FUSED_PAIR_CUH
 
+#include "dcnFusedTma.cuh"   // DCN_TMA_DEVICE: sm_90 code
 #include "dcnFusedWgmma.cuh" // DCN_WGMMA_DEVICE: sm_90a code (multicast TMA)
 
 #include <cuda.h>
@@ -106,16 +107,17 @@ __device__ __forceinline__ void pairCopyRows(uint32_t rows, uint32_t full, uint3
     }
 }
 
-/* Split cluster barrier (release / acquire): the threads that have not exited. */
+/* Split cluster barrier (release / acquire) of the threads that have not exited (sm_90; also the
+ * split-K clusters', dcnFusedCluster.cuh). */
 __device__ __forceinline__ void clusterArrive()
 {
-#ifdef DCN_WGMMA_DEVICE
+#ifdef DCN_TMA_DEVICE
     asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void clusterWait()
 {
-#ifdef DCN_WGMMA_DEVICE
+#ifdef DCN_TMA_DEVICE
     asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 #endif
 }
