@@ -9,7 +9,7 @@
 
 #include "dcnFusedCommon.cuh" // FusedArgs
 #include "dcnFusedMma.cuh"
-#include "dcnFusedPair.cuh" // clusterSync
+#include "dcnFusedPair.cuh" // cluster primitives
 #include "dcnFusedTma.cuh"
 
 #include <stdint.h>
@@ -39,9 +39,7 @@ __device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT,
     constexpr uint32_t ROW = C::ROW_BYTES;
     int const splits = a.splits;
     int const share = C::recvShare(splits);
-    uint32_t rank;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-    int const me = static_cast<int>(rank);
+    int const me = static_cast<int>(clusterRank());
     uint32_t const base = smemAddr(sT);
     uint32_t const recv = base + C::RECV_OFF;
     uint32_t const bar = base + C::STAGE_BYTES - 8;
@@ -62,16 +60,9 @@ __device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT,
             if (d == me || n == 0)
                 continue;
             int const slot = me < d ? me : me - 1;
-            uint32_t dst;
-            uint32_t dbar;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                         : "=r"(dst)
-                         : "r"(recv + static_cast<uint32_t>(slot * share) * ROW), "r"(d));
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dbar) : "r"(bar), "r"(d));
-            asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(dst), "r"(base + static_cast<uint32_t>(d * share) * ROW),
-                         "r"(static_cast<uint32_t>(n) * ROW), "r"(dbar)
-                         : "memory");
+            uint32_t const peer = static_cast<uint32_t>(d);
+            bulkCopyToCluster(clusterAddr(recv + static_cast<uint32_t>(slot * share) * ROW, peer),
+                base + static_cast<uint32_t>(d * share) * ROW, static_cast<uint32_t>(n) * ROW, clusterAddr(bar, peer));
         }
     }
     mbarWait(bar, 0);

@@ -350,7 +350,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             gridDependencyWait();
         // A ring of PD register sets: unit i + PD - 1 is loading while unit i is finished (unit i
         // = part i % SUB of chunk i / SUB).
-        int const nUnits = (C::PAIR ? (nChunks - first + 1) / 2 : nChunks) * C::SUB; // this block's chunks
+        int const nUnits = (nChunks - first + KSTEP - 1) / KSTEP * C::SUB; // this block's chunks
         Regs ring[C::PD];
 #pragma unroll
         for (int i = 0; i < C::PD - 1; ++i)

@@ -1,6 +1,6 @@
 /*
- * dcnconvert core: the thread-block-cluster pieces of the sample-sharing tile (NTile::PAIR, sm_90a):
- * the blocks of two neighbouring channel tiles of one pixel tile run as a cluster of two, and the
+ * dcnconvert core: thread-block-cluster primitives (sm_90; also used by split-K inside a cluster,
+ * dcnFusedCluster.cuh) and the pieces of the sample-sharing tile (NTile::PAIR, sm_90a): the blocks of two neighbouring channel tiles of one pixel tile run as a cluster of two, and the
  * block that samples a K chunk copies the samples into the other block's stage (the copy engine,
  * counted on that block's FULL mbarrier) and loads the other block's weight tile too (multicast
  * TMA to that block alone). A shared-memory address of this block plus pairDelta() is the same
@@ -25,20 +25,26 @@ namespace fused
 __device__ __forceinline__ uint32_t clusterRank()
 {
     uint32_t r = 0;
-#ifdef DCN_WGMMA_DEVICE
+#ifdef DCN_TMA_DEVICE
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
 #endif
     return r;
 }
 
+/* The shared::cluster address of this block's shared-memory address `local` in block `rank`. */
+__device__ __forceinline__ uint32_t clusterAddr(uint32_t local, uint32_t rank)
+{
+    uint32_t remote = local;
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+#endif
+    return remote;
+}
+
 /* The distance from a shared-memory address of this block to the same address in block `rank`. */
 __device__ __forceinline__ uint32_t pairDelta(uint32_t local, uint32_t rank)
 {
-    uint32_t remote = local;
-#ifdef DCN_WGMMA_DEVICE
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-#endif
-    return remote - local;
+    return clusterAddr(local, rank) - local;
 }
 
 /* An arrival on an mbarrier of a block of the cluster (a shared::cluster address), with
@@ -46,7 +52,7 @@ __device__ __forceinline__ uint32_t pairDelta(uint32_t local, uint32_t rank)
  * MMAs) before the other block's copies into it, as CUTLASS's cluster pipelines rely on. */
 __device__ __forceinline__ void mbarArriveRemote(uint32_t addr)
 {
-#ifdef DCN_WGMMA_DEVICE
+#ifdef DCN_TMA_DEVICE
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(addr) : "memory");
 #endif
 }
@@ -54,7 +60,7 @@ __device__ __forceinline__ void mbarArriveRemote(uint32_t addr)
 /* mbarArriveExpectTx on an mbarrier of a block of the cluster. */
 __device__ __forceinline__ void mbarArriveExpectTxRemote(uint32_t addr, uint32_t bytes)
 {
-#ifdef DCN_WGMMA_DEVICE
+#ifdef DCN_TMA_DEVICE
     asm volatile("mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes) : "memory");
 #endif
 }
@@ -65,7 +71,7 @@ __device__ __forceinline__ void mbarArriveExpectTxRemote(uint32_t addr, uint32_t
  * threads that wrote it fence their stores first (fenceProxyAsync). */
 __device__ __forceinline__ void bulkCopyToCluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar)
 {
-#ifdef DCN_WGMMA_DEVICE
+#ifdef DCN_TMA_DEVICE
     asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                      dst),
         "r"(src), "r"(bytes), "r"(bar)
