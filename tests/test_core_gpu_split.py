@@ -46,6 +46,8 @@ SPLIT_CASES: list[Case] = [
 # What a tile that does not take a case at all says (any split count): the sample-sharing tile
 # needs an even number of channel tiles per group.
 NOT_THIS_CASE = "channel tiles in pairs"
+
+
 def split_tiles_for(lib, dtype: str, math: int = core.MATH_ACCURATE) -> list[int]:
     """The tiles that split K and take ``dtype`` (with ``math``) on this device (dcnFusedTileInfo)."""
     cc = device_cc()
@@ -243,7 +245,8 @@ def test_cluster_reduction_gives_the_reduction_kernels_bits(
         try:
             ref = _with_split_reduce(lib, core.SPLIT_REDUCE_KERNEL, run)
         except UnsupportedNodeError as exc:
-            assert any(r in str(exc) for r in ("K splits", "do not fit the workspace", NOT_THIS_CASE)), str(exc)
+            reasons = ("K splits", "do not fit the workspace", NOT_THIS_CASE)
+            assert any(r in str(exc) for r in reasons), str(exc)
             continue
         auto = _with_split_reduce(lib, core.SPLIT_REDUCE_AUTO, run)
         assert np.array_equal(auto, ref), f"algo {algo}: AUTO's reduction and the reduction kernel differ"
