@@ -196,10 +196,6 @@ DcnStatus launchPrep(DcnParams const& p, PrepWork const& w, bool pdl, cudaStream
 DcnStatus launchSplitReduce(DcnParams const& p, FusedArgs const& at, float const* partial, void const* bias,
     void* out, bool pdl, int tile, cudaStream_t stream, char* msg, size_t msgLen)
 {
-#if defined(DCN_PROBE_NOREDUCE)
-    if (p.dtype != kDCN_FLOAT32)
-        return kDCN_SUCCESS;
-#endif
     int64_t const len = at.pixels - at.pixBase;
     dim3 const rgrid(static_cast<unsigned>(((len + 3) / 4 * int64_t(p.cout) + 255) / 256));
     cudaError_t const err = byElement(p.dtype, [&](auto e) {

@@ -172,21 +172,9 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
                 int32_t const r = static_cast<int32_t>(p) - static_cast<int32_t>(n) * a.howo;
                 int64_t const och = static_cast<int64_t>(dg) * a.kk + kp;
                 int64_t const oIdx = n * a.offsetN + och * 2 * a.howo + r;
-#if defined(DCN_PROBE_PLAN)
-                if constexpr (NHWC)
-                {
-                    int const hsh = (e * 37 + dg * 11) & 15;
-                    dy[b] = dcn::simple::fromFloat<T>(static_cast<float>(hsh % 7) * 0.9f - 2.6f);
-                    dx[b] = dcn::simple::fromFloat<T>(static_cast<float>(hsh / 3) * 0.8f - 2.3f);
-                    mk[b] = dcn::simple::fromFloat<T>(0.75f);
-                }
-                else
-#endif
-                {
                 dy[b] = ldT(offset + oIdx);
                 dx[b] = ldT(offset + oIdx + a.howo);
                 mk[b] = ldT(mask + (n * a.maskN + och * a.howo + r));
-                }
             }
         }
 #pragma unroll
@@ -200,14 +188,6 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
             int64_t const p = p0 + pl;
             float4 wv = make_float4(0.f, 0.f, 0.f, 0.f);
             int64_t idx = 0;
-#if defined(DCN_PROBE_PLAN) && DCN_PROBE_PLAN == 2
-            if (NHWC && p < a.pixels)
-            {
-                wv = make_float4(0.25f, 0.25f, 0.25f, 0.25f);
-                idx = min(p, static_cast<int64_t>(a.h - 2) * a.w) * a.c;
-            }
-            else
-#endif
             if (p < a.pixels)
             {
                 uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
