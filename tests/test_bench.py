@@ -7,6 +7,8 @@ fake CuPy. No GPU, CuPy or PyTorch is needed or imported.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -414,3 +416,33 @@ def test_plot_rejects_other_json(tmp_path):
     path = tmp_path / "x.json"
     path.write_text("{}")
     assert dcn_bench_plot.main([str(path)]) == 1
+
+
+def test_cluster_capacity_builds_and_reports(tmp_path):
+    """bench/cluster_capacity.cu compiles; without a GPU it exits 4 and says so, with one every row's
+    blocks are its clusters times the cluster size and never more than the device's SMs."""
+    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    if nvcc is None:
+        pytest.skip("nvcc not found on PATH (set NVCC): bench/cluster_capacity.cu cannot be compiled here")
+    exe = tmp_path / "cluster_capacity"
+    build = subprocess.run(
+        [nvcc, "-O2", "-arch=sm_90", "-o", str(exe), str(BENCH / "cluster_capacity.cu")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=60)
+    if proc.returncode == 4:
+        assert "cluster_capacity: no CUDA device" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    head, _, *rows = proc.stdout.splitlines()
+    sms = int(head.split(", ")[1].split()[0])
+    table = [tuple(int(v) for v in row.split()) for row in rows]
+    assert {(t, c) for t, c, _, _ in table} == {(t, c) for t in (384, 640) for c in (1, 2, 3, 4, 6, 8)}
+    for _threads, cluster, clusters, blocks in table:
+        assert blocks == clusters * cluster
+        assert 0 < blocks <= sms
+        if cluster == 1:
+            assert blocks == sms

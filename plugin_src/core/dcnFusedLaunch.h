@@ -122,7 +122,11 @@ bool clusterOccupancy(void const* func, int dev, int threads, size_t smem, unsig
  * GPU; inside clusters they run on the launch's own SMs, after a cluster barrier and the copies.
  * Measured on an H200 (docs/benchmarks.md), clusters paid only with 2 splits and a launch that fills
  * most of the GPU in one wave (R50-c4, DBNet-c5, OCD-l3: 116-132 blocks, 4-9% less time per call);
- * with 3 to 8 splits, fewer blocks or more than one wave they cost up to 36% more. Hence: 2 splits,
+ * with 3 to 8 splits, fewer blocks or more than one wave they cost up to 36% more. Part of that is
+ * placement: a cluster must fit in one GPC, and an H100 holds at most 120 one-block-per-SM blocks in
+ * clusters of 4 or 8 (bench/cluster_capacity.cu), so a launch of 128 runs its last clusters as a
+ * second wave (2x the call; docs/split_costs_h100.txt); where they fit, 3-4 splits were still
+ * 4-9% slower than the reduction kernel. Hence: 2 splits,
  * one wave of single blocks covering at least three quarters of the device's block slots, and every
  * cluster running at once. `force` (kSplitReduceCluster, tests): whenever the clusters can run. */
 inline bool clustersPay(void const* func, Device const& d, dim3 grid, int threads, size_t smem, unsigned clusterZ, bool force)
