@@ -250,10 +250,6 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     // stores (below): released here, the next call's prep pass made the NCHW path up to 10% slower.
     if (a.waitFirst)
         gridDependencyTrigger();
-#if defined(DCN_PROBE_REDUCE_EMPTY)
-    if (sizeof(T) == 2)
-        return;
-#endif
     int64_t const len = static_cast<int64_t>(a.pixels) - a.pixBase; // pixels of a row of partial sums
     int64_t const quads = (len + 3) / 4;
     int64_t const q = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
