@@ -9,7 +9,6 @@
 
 #include "dcnFusedCommon.cuh" // FusedArgs
 #include "dcnFusedMma.cuh"
-#include "dcnFusedPair.cuh" // cluster primitives
 #include "dcnFusedTma.cuh"
 
 #include <stdint.h>

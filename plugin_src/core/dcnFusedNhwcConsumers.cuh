@@ -13,7 +13,6 @@
 #include "dcnFusedCluster.cuh"
 #include "dcnFusedCommon.cuh"
 #include "dcnFusedNhwcParts.cuh"
-#include "dcnFusedPair.cuh"
 #include "dcnFusedTma.cuh"
 #include "dcnFusedWgmma.cuh"
 

@@ -1,16 +1,16 @@
 /*
- * dcnconvert core: thread-block-cluster primitives (sm_90; also used by split-K inside a cluster,
- * dcnFusedCluster.cuh) and the pieces of the sample-sharing tile (NTile::PAIR, sm_90a): the blocks of two neighbouring channel tiles of one pixel tile run as a cluster of two, and the
- * block that samples a K chunk copies the samples into the other block's stage (the copy engine,
- * counted on that block's FULL mbarrier) and loads the other block's weight tile too (multicast
- * TMA to that block alone). A shared-memory address of this block plus pairDelta() is the same
- * byte in the other block (shared::cluster addresses; each block's window is contiguous).
- * Internal to plugin_src/core; no TensorRT include.
+ * dcnconvert core: the pieces of the sample-sharing tile (NTile::PAIR, sm_90a): the blocks of two
+ * neighbouring channel tiles of one pixel tile run as a cluster of two, and the block that samples
+ * a K chunk copies the samples into the other block's stage (the copy engine, counted on that
+ * block's FULL mbarrier) and loads the other block's weight tile too (multicast TMA to that block
+ * alone). A shared-memory address of this block plus pairDelta() is the same byte in the other
+ * block (shared::cluster addresses; each block's window is contiguous). The cluster primitives they
+ * build on are in dcnFusedTma.cuh. Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_PAIR_CUH
 #define DCN_FUSED_PAIR_CUH
 
-#include "dcnFusedTma.cuh"   // DCN_TMA_DEVICE: sm_90 code
+#include "dcnFusedTma.cuh"   // cluster primitives (sm_90)
 #include "dcnFusedWgmma.cuh" // DCN_WGMMA_DEVICE: sm_90a code (multicast TMA)
 
 #include <cuda.h>
@@ -21,62 +21,10 @@ namespace dcn
 namespace fused
 {
 
-/* This block's rank in its cluster. */
-__device__ __forceinline__ uint32_t clusterRank()
-{
-    uint32_t r = 0;
-#ifdef DCN_TMA_DEVICE
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-    return r;
-}
-
-/* The shared::cluster address of this block's shared-memory address `local` in block `rank`. */
-__device__ __forceinline__ uint32_t clusterAddr(uint32_t local, uint32_t rank)
-{
-    uint32_t remote = local;
-#ifdef DCN_TMA_DEVICE
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-#endif
-    return remote;
-}
-
 /* The distance from a shared-memory address of this block to the same address in block `rank`. */
 __device__ __forceinline__ uint32_t pairDelta(uint32_t local, uint32_t rank)
 {
     return clusterAddr(local, rank) - local;
-}
-
-/* An arrival on an mbarrier of a block of the cluster (a shared::cluster address), with
- * mbarArrive's CTA-scope release: it orders this thread's reads of a stage (completed asynchronous
- * MMAs) before the other block's copies into it, as CUTLASS's cluster pipelines rely on. */
-__device__ __forceinline__ void mbarArriveRemote(uint32_t addr)
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(addr) : "memory");
-#endif
-}
-
-/* mbarArriveExpectTx on an mbarrier of a block of the cluster. */
-__device__ __forceinline__ void mbarArriveExpectTxRemote(uint32_t addr, uint32_t bytes)
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes) : "memory");
-#endif
-}
-
-/* `bytes` (a multiple of 16, both addresses 16-byte aligned) of this block's shared memory at `src`
- * into a block of the cluster at `dst` by the copy engine, completing them on that block's mbarrier
- * `bar` (shared::cluster addresses). The copy engine reads `src` through the async proxy: the
- * threads that wrote it fence their stores first (fenceProxyAsync). */
-__device__ __forceinline__ void bulkCopyToCluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar)
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     dst),
-        "r"(src), "r"(bytes), "r"(bar)
-        : "memory");
-#endif
 }
 
 /* tmaLoad2d into the block(s) of the cluster in ctaMask: the box lands at `dst` and completes its
@@ -111,26 +59,6 @@ __device__ __forceinline__ void pairCopyRows(uint32_t rows, uint32_t full, uint3
         mbarArriveExpectTxRemote(full + peer, bytes);
         bulkCopyToCluster(rows + peer, rows, bytes, full + peer);
     }
-}
-
-/* Split cluster barrier (release / acquire) of the threads that have not exited (sm_90; also the
- * split-K clusters', dcnFusedCluster.cuh). */
-__device__ __forceinline__ void clusterArrive()
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void clusterWait()
-{
-#ifdef DCN_TMA_DEVICE
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void clusterSync()
-{
-    clusterArrive();
-    clusterWait();
 }
 
 } // namespace fused

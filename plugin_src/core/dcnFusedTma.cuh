@@ -4,7 +4,8 @@
  * an mbarrier with the bytes it wrote; the consumers wait on that mbarrier, and the producers of
  * these tiles only sample. The tile lands with the 128-byte swizzle (rows of 128 bytes; the
  * 16-byte unit u of row r sits at unit u ^ (r % 8)), which chunkMma undoes in its ldmatrix
- * addresses. Internal to plugin_src/core; no TensorRT include.
+ * addresses. Also the primitives of thread-block clusters (sm_90), which the split-K clusters and
+ * the sample-sharing tile use. Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_TMA_CUH
 #define DCN_FUSED_TMA_CUH
@@ -134,6 +135,80 @@ __device__ __forceinline__ void gridDependencyWait()
 #ifdef DCN_TMA_DEVICE
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+/* Thread-block clusters (sm_90): ranks, addresses in another block's shared memory, arrivals and
+ * bulk copies there, and the cluster barrier. */
+/* This block's rank in its cluster. */
+__device__ __forceinline__ uint32_t clusterRank()
+{
+    uint32_t r = 0;
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+    return r;
+}
+
+/* The shared::cluster address of this block's shared-memory address `local` in block `rank`. */
+__device__ __forceinline__ uint32_t clusterAddr(uint32_t local, uint32_t rank)
+{
+    uint32_t remote = local;
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+#endif
+    return remote;
+}
+
+/* An arrival on an mbarrier of a block of the cluster (a shared::cluster address), with
+ * mbarArrive's CTA-scope release: it orders this thread's reads of a stage (completed asynchronous
+ * MMAs) before the other block's copies into it, as CUTLASS's cluster pipelines rely on. */
+__device__ __forceinline__ void mbarArriveRemote(uint32_t addr)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(addr) : "memory");
+#endif
+}
+
+/* mbarArriveExpectTx on an mbarrier of a block of the cluster. */
+__device__ __forceinline__ void mbarArriveExpectTxRemote(uint32_t addr, uint32_t bytes)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("mbarrier.arrive.expect_tx.shared::cluster.b64 _, [%0], %1;" ::"r"(addr), "r"(bytes) : "memory");
+#endif
+}
+
+/* `bytes` (a multiple of 16, both addresses 16-byte aligned) of this block's shared memory at `src`
+ * into a block of the cluster at `dst` by the copy engine, completing them on that block's mbarrier
+ * `bar` (shared::cluster addresses). The copy engine reads `src` through the async proxy: the
+ * threads that wrote it fence their stores first (fenceProxyAsync). */
+__device__ __forceinline__ void bulkCopyToCluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar)
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     dst),
+        "r"(src), "r"(bytes), "r"(bar)
+        : "memory");
+#endif
+}
+
+/* Split cluster barrier (release / acquire) of the threads that have not exited (sm_90: the split-K
+ * clusters, dcnFusedCluster.cuh, and the sample-sharing tile, dcnFusedPair.cuh). */
+__device__ __forceinline__ void clusterArrive()
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void clusterWait()
+{
+#ifdef DCN_TMA_DEVICE
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void clusterSync()
+{
+    clusterArrive();
+    clusterWait();
 }
 
 } // namespace fused
