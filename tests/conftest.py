@@ -85,6 +85,36 @@ def lean_runtimes() -> dict[int, tuple[Path, str]]:
     return found
 
 
+#: Oldest TensorRT-RTX the ``trt_rtx`` tests accept.
+RTX_MIN_VERSION = (1, 7)
+RTX_INSTALL_HINT = "pip install 'dcnconvert[rtx]' (TensorRT-RTX 1.7 or newer; no GPU needed to build)"
+
+
+@functools.cache
+def rtx_available() -> str | None:
+    """None if TensorRT-RTX (module ``tensorrt_rtx``) is installed and recent enough, else the reason.
+
+    Nothing is imported here: the module loads a 230 MB library, and a TensorRT-family library loaded
+    into the test process would change what our plugin library sees when tests load it in-process.
+    """
+    import importlib.metadata as md
+    import importlib.util
+
+    if importlib.util.find_spec("tensorrt_rtx") is None:
+        return f"the tensorrt_rtx module is not installed; {RTX_INSTALL_HINT}"
+    version = None
+    for dist in ("tensorrt-rtx-cu13-bindings", "tensorrt-rtx-cu12-bindings", "tensorrt-rtx"):
+        try:
+            version = md.version(dist)
+            break
+        except md.PackageNotFoundError:
+            continue
+    parts = tuple(int(p) for p in (version or "").split(".")[:2] if p.isdigit())
+    if len(parts) < 2 or parts < RTX_MIN_VERSION:
+        return f"TensorRT-RTX {version or '(unknown version)'} is older than 1.7; {RTX_INSTALL_HINT}"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
@@ -101,3 +131,7 @@ def pytest_collection_modifyitems(config, items):
             reason = tensorrt_available()
             if reason:
                 item.add_marker(pytest.mark.skip(reason=f"tensorrt: {reason}"))
+        if "trt_rtx" in item.keywords:
+            reason = rtx_available()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"trt_rtx: {reason}"))
