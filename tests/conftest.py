@@ -115,6 +115,14 @@ def rtx_available() -> str | None:
     return None
 
 
+@pytest.fixture
+def no_engine_runtime(monkeypatch):
+    """As on a machine with neither TensorRT nor TensorRT-RTX, whichever this one has."""
+    from dcnconvert.backend.trt import runtimes
+
+    monkeypatch.setattr(runtimes, "installed_runtimes", lambda: {})
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:

@@ -41,8 +41,19 @@ def _target_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
+def _runtime_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
+        show_default=True,
+        help="What builds (and runs) the engine: TensorRT, or TensorRT-RTX (RTX GPUs; builds without a "
+        "GPU). auto: the installed one, TensorRT first.")(func)
+
+
 def _build_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
+        click.option("--compute-capabilities", multiple=True, metavar="LIST",
+                     help="TensorRT-RTX: the GPUs the engine is for, e.g. 8.6,12.0 (default: this machine's "
+                     "GPU, else TensorRT-RTX's portable set)."),
         click.option("--no-progress", is_flag=True, help="No TensorRT build-phase lines on stderr."),
         click.option("--timing-cache", type=_FILE_ARG, default=None,
                      help="Tactic timing cache: loaded if it exists, saved (merged) after the build."),
@@ -75,7 +86,7 @@ def _build_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in options:
         func = option(func)
-    return _target_options(func)
+    return _runtime_option(_target_options(func))
 
 
 def _make_build_options(kw: dict[str, Any]) -> Any:
@@ -89,7 +100,8 @@ def _make_build_options(kw: dict[str, Any]) -> Any:
         workspace=parse_size(kw["workspace"]) if kw["workspace"] is not None else None,
         builder_optimization_level=kw["builder_optimization_level"], timing_cache=kw["timing_cache"],
         target=kw["target"], plugin_lib=kw["plugin_lib"], progress=not kw["no_progress"],
-        weights=kw["weights"])
+        weights=kw["weights"], runtime=None if kw["runtime"] == "auto" else kw["runtime"],
+        compute_capabilities=tuple(kw["compute_capabilities"]))
 
 
 def _verify_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -119,14 +131,20 @@ def _make_verify_options(kw: dict[str, Any], precision: str, shapes: tuple[str, 
     return VerifyOptions(precision=precision, atol=kw["atol"], rtol=kw["rtol"], inputs=kw["inputs_file"],
                          save_inputs=kw["save_inputs"], save_outputs=kw["save_outputs"], seed=kw["seed"],
                          shapes=tuple(shapes), target=kw["target"], plugin_lib=kw["plugin_lib"],
-                         print_commands=kw["print_commands"])
+                         print_commands=kw["print_commands"],
+                         runtime=None if kw.get("runtime", "auto") == "auto" else kw["runtime"])
 
 
 def _render_build(result: dict[str, Any]) -> str:
     lines = [format_summary(result)]
     if result.get("precision_path"):
+        runtime = result.get("runtime") or {}
+        name = "TensorRT-RTX" if runtime.get("name") == "tensorrt-rtx" else "TensorRT"
         lines.append(f"precision: {result.get('precision')} ({result['precision_path']}), "
-                     f"TensorRT {result.get('tensorrt_version')}")
+                     f"{name} {result.get('tensorrt_version')}")
+    targets = (result.get("compute_capabilities") or {}).get("targets")
+    if result.get("compute_capabilities") is not None:
+        lines.append(f"compute capabilities: {', '.join(targets) if targets else 'TensorRT-RTX default'}")
     if result.get("comparison") is not None:
         lines.append(_verification_text(result))
     return "\n".join(line for line in lines if line)
@@ -213,6 +231,7 @@ def register(group: click.Group) -> None:
     @click.option("--shapes", multiple=True, metavar="NAME:DIMS",
                   help="Input shapes for dynamic inputs (default: the engine's profile-0 opt shapes).")
     @_verify_options
+    @_runtime_option
     @_target_options
     @common_options
     def verify(engine: Path, model: Path, precision: str, shapes: tuple[str, ...], json_mode: bool,

@@ -145,6 +145,8 @@ class VerifyOptions:
     target: str = "dcnconvert"
     plugin_lib: Path | None = None
     print_commands: bool = False
+    #: ``--runtime``: ``tensorrt``, ``tensorrt-rtx``, or None for the installed one (TensorRT first).
+    runtime: str | None = None
 
 
 def prepare_reference(model: Any, options: VerifyOptions, engine_inputs: Sequence[Mapping[str, Any]] = (),
@@ -214,9 +216,13 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
     if not Path(engine).is_file():
         raise UsageError(f"the engine {engine} does not exist", hint="build it with 'dcnconvert build' first")
     if env is None:
-        env = check_environment(BuildOptions(target=options.target, plugin_lib=options.plugin_lib),
-                                trt_adapter)
-    trt, _api, library = env
+        env = check_environment(BuildOptions(target=options.target, plugin_lib=options.plugin_lib,
+                                             runtime=options.runtime), trt_adapter)
+    trt, api, library = env
+    if getattr(api, "runtime", "tensorrt") == "tensorrt-rtx":
+        from dcnconvert.backend.trt.runtimes import check_rtx_can_run
+
+        check_rtx_can_run(f"the TensorRT-RTX engine {engine}")
     libraries = [library] if library is not None else []
     with timer.step("engine_info"):
         e_inputs = trt_adapter.engine_inputs(trt, Path(engine), libraries)

@@ -21,7 +21,6 @@ from support.fake_trt import FakeAdapter
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
-from dcnconvert.backend.trt import adapter as trt_adapter
 from dcnconvert.cli.main import cli
 from dcnconvert.model import io as onnx_io
 
@@ -37,9 +36,8 @@ STANDARD_KEYS = {
     "warnings",
     "errors",
 }
-HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
-no_trt = pytest.mark.skipif(HAVE_TRT,
-                            reason="TensorRT is installed here; backend/trt/test_engines.py covers it")
+#: As on a machine without TensorRT or TensorRT-RTX, whichever this one has.
+no_trt = pytest.mark.usefixtures("no_engine_runtime")
 
 
 def invoke(*args):

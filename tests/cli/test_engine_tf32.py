@@ -14,16 +14,7 @@ from support.fake_trt import FakeAdapter
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
-from dcnconvert.backend.trt import adapter as trt_adapter
 from dcnconvert.transform.plugin import rewrite_model
-
-HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
-
-
-
-
-
-
 
 
 def tf32_values(model: onnx.ModelProto) -> list[int | None]:
@@ -148,7 +139,7 @@ class TestRewrite:
         assert res.exit_code == 0 and "allow_tf32=1" in res.stdout
 
 
-@pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; backend/trt/test_engines.py covers it")
+@pytest.mark.usefixtures("no_engine_runtime")
 class TestConvertWithoutTensorrt:
     @pytest.mark.parametrize(
         ("args", "expected"), [((), [None]), (("--tf32",), [1]), (("--no-tf32",), [None])]

@@ -16,12 +16,9 @@ from support.fake_trt import FakeAdapter
 
 from dcnconvert import api, schema
 from dcnconvert.backend.plugin import library as plugin_lib
-from dcnconvert.backend.trt import adapter as trt_adapter
 from dcnconvert.backend.trt.engine import BuildOptions
 from dcnconvert.errors import UsageError
 from dcnconvert.transform.plugin import rewrite_model
-
-HAVE_TRT = trt_adapter.tensorrt_status()[0] is not None
 
 
 def plugin_inputs(model: onnx.ModelProto) -> list[list[str]]:
@@ -146,7 +143,7 @@ class TestApi:
             BuildOptions(weights="weird").validate()
 
 
-@pytest.mark.skipif(HAVE_TRT, reason="TensorRT is installed here; backend/trt/test_engines.py covers it")
+@pytest.mark.usefixtures("no_engine_runtime")
 class TestConvertWithoutTensorrt:
     @pytest.mark.parametrize(("args", "inputs"),
                              [((), 3), (("--weights", "input"), 5), (("--weights", "embed"), 3)])

@@ -29,8 +29,14 @@ class FakeAdapter:
         self.profiles = {}
 
     api_for = staticmethod(trt_adapter.api_for)
+    api_of = staticmethod(trt_adapter.api_of)
 
-    def load_tensorrt(self):
+    def choose_runtime(self, requested=None):
+        from dcnconvert.backend.trt.runtimes import RuntimeChoice
+
+        return RuntimeChoice(requested or "tensorrt", self.trt.__version__, "the fake adapter's")
+
+    def load_tensorrt(self, runtime="tensorrt"):
         return self.trt
 
     def load_plugins(self, trt, libraries, name, version, namespace, builtin=False):
@@ -43,6 +49,16 @@ class FakeAdapter:
         self.last_profiles = kwargs.get("profiles") or []
         self.last_bytes = Path(onnx_path).read_bytes()
         return self.last_bytes
+
+    def build_isolated(self, api, onnx_path, *, plugin_libraries=(), plugin=None, strongly_typed=False,
+                       quiet_fields=None, **build):
+        """What the real one runs in a child process: load the plugins, then parse and build."""
+        if plugin is not None:
+            self.load_plugins(self.trt, plugin_libraries, *plugin[:3], builtin=plugin[3])
+        self.quiet_fields = dict(quiet_fields or {})
+        data = self.build_engine_bytes(self.trt, onnx_path, plugin_libraries=plugin_libraries,
+                                       strongly_typed=strongly_typed, **build)
+        return {"data": data, "network": {"layers": 0, "plugin_layers": []}, "quieted": {}}
 
     def engine_inputs(self, trt, engine_path, libraries=()):
         model = onnx.load(str(engine_path))
@@ -74,6 +90,6 @@ class FakeAdapter:
 
     def install(self, monkeypatch):
         """Replace the real adapter's functions with this fake's."""
-        for name in ("load_tensorrt", "load_plugins", "build_engine_bytes", "engine_inputs", "run_engine"):
+        for name in ("choose_runtime", "load_tensorrt", "build_isolated", "engine_inputs", "run_engine"):
             monkeypatch.setattr(trt_adapter, name, getattr(self, name))
         return self

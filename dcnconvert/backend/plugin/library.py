@@ -302,7 +302,7 @@ def find_plugin_library(override: PathLike | None = None, tensorrt_version: str 
 
 
 def plugin_library_for_target(target: str | schema.Target, override: PathLike | None = None,
-                              tensorrt_version: str | None = None) -> Path | None:
+                              tensorrt_version: str | None = None, runtime: str = "tensorrt") -> Path | None:
     """The library a target needs: ours for ``dcnconvert``; none for ``trt-builtin`` unless given.
 
     Raises:
@@ -310,5 +310,5 @@ def plugin_library_for_target(target: str | schema.Target, override: PathLike | 
     """
     tgt = schema.TARGETS[target] if isinstance(target, str) else target
     if tgt.needs_plugin_library or override:
-        return choose_plugin_library(override, tensorrt_version).path
+        return choose_plugin_library(override, tensorrt_version if runtime == "tensorrt" else None).path
     return None

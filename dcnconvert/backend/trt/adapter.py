@@ -1,7 +1,10 @@
-"""Every call into TensorRT, and into Polygraphy's TensorRT backend, lives in this module.
+"""Every call into TensorRT, and into Polygraphy's TensorRT backend, lives in this module and in
+:mod:`dcnconvert.backend.trt.builder` (parsing and building).
 
-Nothing else in dcnconvert imports ``tensorrt``. The module object is passed around explicitly
-(``trt``) so that tests can hand in fakes for TensorRT 10 and 11.
+Nothing else in dcnconvert imports ``tensorrt`` or ``tensorrt_rtx``. The module object is passed around
+explicitly (``trt``) so that tests can hand in fakes for TensorRT 10 and 11. Engines are built in a
+process of their own (:func:`build_isolated`, :mod:`dcnconvert.backend.trt.worker`): a parser, builder or
+plugin that aborts ends that process, not dcnconvert.
 
 Version handling is by ``tensorrt.__version__`` (never by enum numbers, which shifted between 10 and
 11, and never by a bare ``import tensorrt``: with the ``tensorrt-stubs`` wheel installed that import
@@ -11,9 +14,9 @@ plugin-registry methods) is :func:`~dcnconvert.backend.trt.versions.api_for`'s a
 
 :data:`~dcnconvert.backend.trt.versions.TRT_API` lists every TensorRT name this module uses, with the major
 versions that use it; :data:`TRT_OBJECTS` names the local variables that hold TensorRT objects.
-``tests/backend/trt/test_adapter.py`` reads this module's source and checks both tables against the
-TensorRT 10.x Python API as published in the ``tensorrt-stubs`` wheel, and that no name removed in
-11 is on the 11 code path.
+``tests/backend/trt/test_adapter.py`` reads this module's and the builder's source and checks both
+tables against the TensorRT 10.x Python API as published in the ``tensorrt-stubs`` wheel, and that no
+name removed in 11 is on the 11 code path.
 """
 
 from __future__ import annotations
@@ -22,20 +25,27 @@ import contextlib
 import ctypes
 import logging
 import sys
-import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from dcnconvert.backend.trt.versions import INSTALL_HINT, TRT11_REMOVED, TRT_API, api_for
-from dcnconvert.errors import BuildError, MissingDependencyError, PluginLoadError, UsageError
+from dcnconvert.backend.trt.isolated import build_isolated
+from dcnconvert.backend.trt.runtimes import choose_runtime
+from dcnconvert.backend.trt.versions import (
+    INSTALL_HINT,
+    RTX_INSTALL_COMMAND,
+    RUNTIME_MODULES,
+    TRT11_REMOVED,
+    TRT_API,
+    api_for,
+)
+from dcnconvert.errors import BuildError, MissingDependencyError, PluginLoadError
 
 #: ``TRT_API``, ``TRT11_REMOVED`` and ``api_for`` live in :mod:`dcnconvert.backend.trt.versions`
 #: (re-exported).
-__all__ = ["TRT11_REMOVED", "TRT_API", "TRT_OBJECTS", "api_for", "build_engine_bytes", "engine_inputs",
-           "find_creator", "list_creators", "load_plugins", "load_tensorrt", "make_progress_monitor",
-           "run_engine", "tensorrt_status"]
+__all__ = ["TRT11_REMOVED", "TRT_API", "TRT_OBJECTS", "api_for", "api_of", "build_isolated", "choose_runtime",
+           "engine_inputs",
+           "find_creator", "list_creators", "load_plugins", "load_tensorrt", "run_engine", "tensorrt_status"]
 
 LOG = logging.getLogger("dcnconvert.trt")
 
@@ -44,38 +54,65 @@ TRT_OBJECTS: dict[str, str] = {
     "registry": "IPluginRegistry",
     "creator": "IPluginCreatorV3One",
     "engine": "ICudaEngine",
+    "parser": "OnnxParser",
+    "parser_error": "ParserError",
+    "network": "INetworkDefinition",
+    "layer": "ILayer",
+    "config": "IBuilderConfig",
 }
 
 
-def load_tensorrt() -> Any:
-    """Import TensorRT and check it is real (has ``__version__``) and recent enough.
+def load_tensorrt(runtime: str = "tensorrt") -> Any:
+    """Import TensorRT (``runtime="tensorrt"``) or TensorRT-RTX (``"tensorrt-rtx"``) and check it is real
+    (has ``__version__``) and recent enough.
 
     Raises:
         MissingDependencyError: not installed, fails to load (e.g. libnvinfer missing), a stubs-only
             namespace package, or too old. The message names the missing piece, the hint the
             install command.
     """
+    hint = RTX_INSTALL_COMMAND if runtime == "tensorrt-rtx" else INSTALL_HINT
+    name = "TensorRT-RTX" if runtime == "tensorrt-rtx" else "TensorRT"
     try:
-        import tensorrt as trt  # the only import of tensorrt in dcnconvert
+        if runtime == "tensorrt-rtx":
+            _use_rtx_in_polygraphy()
+            import tensorrt_rtx as trt
+        else:
+            import tensorrt as trt  # the only imports of TensorRT in dcnconvert
     except ImportError as exc:
         raise MissingDependencyError(
-            f"TensorRT's Python package is not installed (import tensorrt: {exc})", hint=INSTALL_HINT
+            f"{name}'s Python package is not installed (import {RUNTIME_MODULES[runtime]}: {exc})", hint=hint
         ) from None
     except Exception as exc:  # noqa: BLE001 - e.g. OSError when libnvinfer.so cannot be loaded
         raise MissingDependencyError(
-            f"TensorRT is installed but does not load ({type(exc).__name__}: {exc})",
-            hint="check that the TensorRT libraries match the Python package and the NVIDIA driver; "
-            + INSTALL_HINT,
+            f"{name} is installed but does not load ({type(exc).__name__}: {exc})",
+            hint="check that its libraries match the Python package and the NVIDIA driver; " + hint,
         ) from None
     version = getattr(trt, "__version__", None)
     if not isinstance(version, str) or not version:
         raise MissingDependencyError(
-            "the importable 'tensorrt' module has no __version__: it is an empty namespace package "
-            "(for example from the tensorrt-stubs wheel), not TensorRT",
-            hint=INSTALL_HINT,
+            f"the importable '{RUNTIME_MODULES[runtime]}' module has no __version__: it is an empty "
+            "namespace package (for example from the tensorrt-stubs wheel), not TensorRT",
+            hint=hint,
         )
-    api_for(version)
+    api_for(version, runtime)
     return trt
+
+
+def _use_rtx_in_polygraphy() -> None:
+    """Make Polygraphy drive TensorRT-RTX: its switch is read when Polygraphy is imported, and its
+    TensorRT backend binds the module when that is imported, so this must come first."""
+    import os
+
+    os.environ["POLYGRAPHY_USE_TENSORRT_RTX"] = "1"
+    if "polygraphy.config" in sys.modules:
+        sys.modules["polygraphy.config"].USE_TENSORRT_RTX = True
+
+
+def api_of(trt: Any) -> Any:
+    """The :class:`~dcnconvert.backend.trt.versions.TrtApi` of a loaded TensorRT or TensorRT-RTX module."""
+    rtx = trt is not None and sys.modules.get(RUNTIME_MODULES["tensorrt-rtx"]) is trt
+    return api_for(trt.__version__, "tensorrt-rtx" if rtx else "tensorrt")
 
 
 def tensorrt_status() -> tuple[str | None, str | None]:
@@ -100,7 +137,7 @@ def _trt_logger() -> Any:
 
 def find_creator(trt: Any, name: str, version: str, namespace: str) -> Any:
     """The registered plugin creator ``name``/``version``/``namespace``, or ``None``."""
-    api = api_for(trt.__version__)
+    api = api_of(trt)
     registry = trt.get_plugin_registry()
     for method in api.creator_lookup:
         lookup = getattr(registry, method, None)
@@ -114,7 +151,7 @@ def find_creator(trt: Any, name: str, version: str, namespace: str) -> Any:
 
 def list_creators(trt: Any) -> list[tuple[str, str, str]]:
     """``(name, version, namespace)`` of every registered plugin creator (first listing that exists)."""
-    api = api_for(trt.__version__)
+    api = api_of(trt)
     registry = trt.get_plugin_registry()
     for prop in api.creator_listing:
         creators = getattr(registry, prop, None)
@@ -180,38 +217,6 @@ def load_plugins(trt: Any, libraries: Sequence[Path], name: str, version: str, n
 # ----------------------------------------------------------------------------------------------
 
 
-def make_progress_monitor(trt: Any) -> Any:
-    """A ``trt.IProgressMonitor`` that logs build phases on stderr, or ``None`` if unavailable."""
-    base = getattr(trt, "IProgressMonitor", None)
-    if base is None:
-        return None
-
-    class _ProgressMonitor(base):  # type: ignore[misc, valid-type]
-        def __init__(self) -> None:
-            base.__init__(self)
-            self._lock = threading.Lock()
-            self._started: dict[str, float] = {}
-
-        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
-            with self._lock:
-                self._started[phase_name] = time.perf_counter()
-            level = logging.INFO if parent_phase is None else logging.DEBUG
-            plural = "" if num_steps == 1 else "s"
-            LOG.log(level, "TensorRT build: %s (%d step%s)", phase_name, num_steps, plural)
-
-        def step_complete(self, phase_name: str, step: int) -> bool:
-            LOG.debug("TensorRT build: %s step %d done", phase_name, step + 1)
-            return True
-
-        def phase_finish(self, phase_name: str) -> None:
-            with self._lock:
-                start = self._started.pop(phase_name, None)
-            if start is not None:
-                LOG.debug("TensorRT build: %s finished in %.1f s", phase_name, time.perf_counter() - start)
-
-    return _ProgressMonitor()
-
-
 @contextlib.contextmanager
 def _polygraphy_errors(what: str, hint: str) -> Iterator[None]:
     from polygraphy.exception import PolygraphyException
@@ -224,91 +229,6 @@ def _polygraphy_errors(what: str, hint: str) -> Iterator[None]:
             yield
     except PolygraphyException as exc:
         raise BuildError(f"{what}: {exc}", hint=hint) from None
-
-
-def build_engine_bytes(
-    trt: Any,
-    onnx_path: Path,
-    *,
-    plugin_libraries: Sequence[Path] = (),
-    precision_flags: dict[str, bool] | None = None,
-    strongly_typed: bool = False,
-    tf32: bool = False,
-    profiles: Sequence[dict[str, tuple[Sequence[int], Sequence[int], Sequence[int]]]] = (),
-    workspace: int | None = None,
-    builder_optimization_level: int | None = None,
-    timing_cache: Path | None = None,
-    progress: bool = True,
-) -> bytes:
-    """Parse ``onnx_path`` with the plugins loaded and build a serialized engine through Polygraphy.
-
-    Args:
-        trt: the tensorrt module (from :func:`load_tensorrt`).
-        onnx_path: the (rewritten, possibly cast) model file.
-        plugin_libraries: loaded by ``LoadPlugins`` before parsing.
-        precision_flags: ``{"fp16": True}`` / ``{"bf16": True}`` for the builder-flag path (TRT 10).
-        strongly_typed: build a strongly typed network (graph-cast path on TRT 10; TRT 11 always is).
-        tf32: allow TF32 for FP32 math.
-        profiles: ``name -> (min, opt, max)`` per optimization profile.
-        workspace: workspace memory pool limit in bytes.
-        builder_optimization_level: 0..5.
-        timing_cache: loaded if it exists, and saved (merged) after the build.
-        progress: attach a progress monitor.
-
-    Raises:
-        UsageError: builder flags asked of a TensorRT without them.
-        BuildError: parsing or building failed (Polygraphy's message is included).
-    """
-    from polygraphy.backend.trt import (
-        CreateConfig,
-        EngineBytesFromNetwork,
-        LoadPlugins,
-        NetworkFromOnnxPath,
-        Profile,
-    )
-
-    api = api_for(trt.__version__)
-    flags = {k: v for k, v in (precision_flags or {}).items() if v}
-    if flags and not api.precision_flags:
-        raise UsageError(
-            f"TensorRT {api.version} has no {'/'.join(k.upper() for k in flags)} builder flag",
-            hint="use --precision-path graph-cast (the default on TensorRT 11)",
-        )
-    kwargs: dict[str, Any] = dict(flags)
-    kwargs["tf32"] = bool(tf32)
-    if profiles:
-        poly_profiles = []
-        for prof in profiles:
-            p = Profile()
-            for name, (mn, op, mx) in prof.items():
-                p.add(name, min=list(mn), opt=list(op), max=list(mx))
-            poly_profiles.append(p)
-        kwargs["profiles"] = poly_profiles
-    if workspace:
-        kwargs["memory_pool_limits"] = {trt.MemoryPoolType.WORKSPACE: int(workspace)}
-    if builder_optimization_level is not None:
-        kwargs["builder_optimization_level"] = int(builder_optimization_level)
-    if timing_cache is not None and Path(timing_cache).is_file():
-        kwargs["load_timing_cache"] = str(timing_cache)
-    if progress:
-        monitor = make_progress_monitor(trt)
-        if monitor is not None:
-            kwargs["progress_monitor"] = monitor
-    # TensorRT 11 networks are always strongly typed; its deprecated flag is not asked for there
-    typed = bool(strongly_typed and not api.always_strongly_typed)
-    network = NetworkFromOnnxPath(str(onnx_path), strongly_typed=typed)
-    loader = EngineBytesFromNetwork(
-        LoadPlugins(plugins=[str(p) for p in plugin_libraries], obj=network),
-        config=CreateConfig(**kwargs),
-        save_timing_cache=str(timing_cache) if timing_cache is not None else None,
-    )
-    with _polygraphy_errors(
-        "TensorRT could not build the engine",
-        "run with -v for TensorRT's log; 'Plugin not found' means the plugin library was not loaded "
-        "(see `dcnconvert plugin-path`)",
-    ):
-        data = loader()
-    return bytes(data)
 
 
 # ----------------------------------------------------------------------------------------------

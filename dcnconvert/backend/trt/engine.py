@@ -2,20 +2,23 @@
 
 Steps, each timed into the payload's ``timings``:
 
-1. :func:`check_environment` -- TensorRT importable and recent enough, the plugin library present
-   (fail fast: exit code 4 before any work).
+1. :func:`check_environment` -- the runtime (TensorRT or TensorRT-RTX, ``--runtime``) importable and
+   recent enough, the plugin library for it present (fail fast: exit code 4 before any work).
 2. the caller loads the model and rewrites its DCN nodes into plugin nodes in memory
    (:func:`dcnconvert.steps.rewrite_in_memory`; a no-op for an already rewritten model).
 3. :func:`prepare_model` -- input shapes -> optimization profiles; on the ``graph-cast`` precision
    path the graph is cast to FP16/BF16 (:mod:`dcnconvert.precision.cast`).
-4. :func:`build_engine` -- the model goes to a temporary file (Polygraphy parses from a path, which
-   also handles external data), TensorRT builds through :mod:`dcnconvert.backend.trt.adapter`, and the engine
-   is written atomically.
+4. :func:`build_engine` -- the model goes to a temporary file (the parser reads a path, which also
+   handles external data), a child process loads the plugins, parses and builds
+   (:mod:`dcnconvert.backend.trt.isolated`: a crash there is an error here), and the engine is written
+   atomically.
 
 Precision paths (reported as ``precision_path``): ``none`` for FP32; ``builder-flag`` (TensorRT 10:
 ``CreateConfig(fp16=True)``/``bf16=True``, TensorRT picks layer precisions); ``graph-cast`` (the
 default on TensorRT 11, where the flags no longer exist, or on request / with ``--io-precision``:
-the ONNX graph is cast and the network is strongly typed).
+the ONNX graph is cast and the network is strongly typed; the only path on TensorRT-RTX).
+TensorRT-RTX builds for target compute capabilities (``--compute-capabilities``; default
+:func:`dcnconvert.backend.trt.runtimes.default_compute_capabilities`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from typing import Any
 
 from dcnconvert import schema
 from dcnconvert.backend.trt import profiles as shapes
+from dcnconvert.backend.trt.runtimes import default_compute_capabilities, parse_compute_capabilities
+from dcnconvert.backend.trt.versions import RUNTIMES
 from dcnconvert.errors import UsageError
 from dcnconvert.log import Timer
 from dcnconvert.model import io as onnx_io
@@ -62,6 +67,10 @@ class BuildOptions:
     progress: bool = True
     #: ``--weights``: ``embed``, ``input``, or None for the target's default (see :attr:`embed_weights`).
     weights: str | None = None
+    #: ``--runtime``: ``tensorrt``, ``tensorrt-rtx``, or None for the installed one (TensorRT first).
+    runtime: str | None = None
+    #: ``--compute-capabilities`` (TensorRT-RTX): e.g. ``("8.6,12.0",)``; empty for the default.
+    compute_capabilities: tuple[str, ...] = ()
 
     @property
     def embed_weights(self) -> bool:
@@ -95,6 +104,14 @@ class BuildOptions:
                              hint="the builder flags keep the graph's input/output types")
         if self.builder_optimization_level is not None and not 0 <= self.builder_optimization_level <= 5:
             raise UsageError(f"--builder-optimization-level {self.builder_optimization_level} is not in 0..5")
+        if self.runtime not in (None, "auto", *RUNTIMES):
+            raise UsageError(f"--runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+        if self.compute_capabilities:
+            if self.runtime == "tensorrt":
+                raise UsageError("--compute-capabilities needs --runtime tensorrt-rtx",
+                                 hint="TensorRT builds for the GPU it runs on; TensorRT-RTX builds ahead of "
+                                 "time for the GPUs named")
+            parse_compute_capabilities(self.compute_capabilities)
 
 
 def parse_size(text: str, option: str = "--workspace") -> int:
@@ -124,8 +141,9 @@ def resolve_precision_path(precision: str, requested: str, api: Any, io_precisio
         return "none"
     if requested == "builder-flag":
         if not api.precision_flags:
-            raise UsageError(f"TensorRT {api.version} has no {precision.upper()} builder flag",
-                             hint="drop --precision-path (graph-cast is the default on TensorRT 11)")
+            raise UsageError(f"{api.label} has no {precision.upper()} builder flag",
+                             hint="drop --precision-path (graph-cast is the default on TensorRT 11 and "
+                             "TensorRT-RTX)")
         return "builder-flag"
     if requested == "graph-cast" or not api.precision_flags or io_precision not in (None, "fp32"):
         return "graph-cast"
@@ -133,19 +151,54 @@ def resolve_precision_path(precision: str, requested: str, api: Any, io_precisio
 
 
 def check_environment(options: BuildOptions, trt_adapter: Any = None) -> tuple[Any, Any, Path | None]:
-    """Fail fast: TensorRT and the plugin library. Returns ``(trt module, TrtApi, plugin library)``.
+    """Fail fast: the runtime and the plugin library. Returns ``(trt module, TrtApi, plugin library)``.
 
     Raises:
         MissingDependencyError, PluginLoadError: exit code 4, naming the missing piece.
+        UsageError: a runtime that cannot serve the options (``--target trt-builtin`` on TensorRT-RTX).
     """
     from dcnconvert.backend.plugin import library as plugin_lib
 
     if trt_adapter is None:
         from dcnconvert.backend.trt import adapter as trt_adapter
-    trt = trt_adapter.load_tensorrt()
-    api = trt_adapter.api_for(trt.__version__)
-    library = plugin_lib.plugin_library_for_target(options.target, options.plugin_lib, trt.__version__)
+    choice = trt_adapter.choose_runtime(options.runtime)
+    trt = trt_adapter.load_tensorrt(choice.name)
+    api = trt_adapter.api_of(trt)
+    LOG.info("runtime: %s (%s)", api.label, choice.reason)
+    if api.runtime == "tensorrt-rtx" and options.target != schema.DEFAULT_TARGET:
+        raise UsageError(f"--target {options.target} needs TensorRT's own plugins; TensorRT-RTX ships none",
+                         hint=f"use --target {schema.DEFAULT_TARGET} (the default), or install TensorRT")
+    if options.compute_capabilities and not api.compute_capabilities:
+        raise UsageError(f"--compute-capabilities: {api.label} builds for the GPU it runs on",
+                         hint="build with --runtime tensorrt-rtx for other GPUs, or drop the option")
+    library = plugin_lib.plugin_library_for_target(options.target, options.plugin_lib, trt.__version__,
+                                                   runtime=api.runtime)
     return trt, api, library
+
+
+def _target_capabilities(options: BuildOptions, api: Any) -> tuple[list[tuple[int, int]] | None, str | None]:
+    """TensorRT-RTX's targets and why (None, None for TensorRT): the given ones, else the default."""
+    if not api.compute_capabilities:
+        return None, None
+    if options.compute_capabilities:
+        return parse_compute_capabilities(options.compute_capabilities), "given by --compute-capabilities"
+    return default_compute_capabilities()
+
+
+def quiet_field_budget(model: Any, target: str) -> dict[str, int]:
+    """How often the parser will warn "Attribute NAME not found in plugin node" for each optional field
+    of our plugin: once per plugin node of ``model`` (for ``target``) that does not carry it."""
+    if target != schema.DEFAULT_TARGET:
+        return {}
+    optional = [f[0] for f in schema.OPTIONAL_PLUGIN_FIELDS] + [f[0] for f in schema.WEIGHT_FIELDS]
+    budget: dict[str, int] = {}
+    for node in model.graph.node:
+        if schema.is_plugin_node(node):
+            present = {a.name for a in node.attribute}
+            for name in optional:
+                if name not in present:
+                    budget[name] = budget.get(name, 0) + 1
+    return budget
 
 
 def _keep_sets(model: Any, keep: tuple[str, ...]) -> tuple[frozenset, frozenset]:
@@ -246,22 +299,30 @@ def build_engine(
     parsed, profiles, cast_report = prepare_model(model, options, path, timer)
     target = schema.TARGETS[options.target]
     libraries = [library] if library is not None else []
-    with timer.step("plugin", "Loading the plugin library" if libraries else None):
-        trt_adapter.load_plugins(trt, libraries, schema.PLUGIN_NAME, target.plugin_version,
-                                 target.plugin_namespace, builtin=not target.needs_plugin_library)
+    capabilities, why = _target_capabilities(options, api)
+    if why is not None:
+        LOG.info("compute capabilities: %s (%s)",
+                 ", ".join(f"{a}.{b}" for a, b in capabilities or []) or "TensorRT-RTX's default", why)
+    build: dict[str, Any] = dict(
+        precision_flags={options.precision: True} if path == "builder-flag" else None,
+        tf32=options.tf32, profiles=[p.shapes for p in profiles], workspace=options.workspace,
+        builder_optimization_level=options.builder_optimization_level,
+        timing_cache=options.timing_cache, progress=options.progress)
+    if capabilities is not None:
+        build["compute_capabilities"] = capabilities
     with tempfile.TemporaryDirectory(prefix="dcnconvert-") as tmp:
         onnx_path = Path(tmp) / "model.onnx"
         with timer.step("save_tmp"):
             onnx_io.save_model(parsed, onnx_path)
-        what = f"{options.precision.upper()} engine ({path}) with TensorRT {api.version}"
+        what = f"{options.precision.upper()} engine ({path}) with {api.label}"
         with timer.step("build", f"Building the {what}"):
-            data = trt_adapter.build_engine_bytes(
-                trt, onnx_path, plugin_libraries=libraries,
-                precision_flags={options.precision: True} if path == "builder-flag" else None,
-                strongly_typed=path == "graph-cast", tf32=options.tf32,
-                profiles=[p.shapes for p in profiles], workspace=options.workspace,
-                builder_optimization_level=options.builder_optimization_level,
-                timing_cache=options.timing_cache, progress=options.progress)
+            built = trt_adapter.build_isolated(
+                api, onnx_path, plugin_libraries=libraries,
+                plugin=(schema.PLUGIN_NAME, target.plugin_version, target.plugin_namespace,
+                        not target.needs_plugin_library),
+                strongly_typed=path == "graph-cast",
+                quiet_fields=quiet_field_budget(parsed, options.target), **build)
+    data = built["data"]
     with timer.step("save", f"Writing {output}"):
         onnx_io.write_atomic(output, [data])
     outputs: dict[str, Any] = {"engine": str(output)}
@@ -270,6 +331,11 @@ def build_engine(
     return {
         "engine": {"path": str(output), "bytes": len(data)},
         "tensorrt_version": api.version,
+        "runtime": {"name": api.runtime, "version": api.version},
+        "compute_capabilities": None if capabilities is None else {
+            "targets": [f"{a}.{b}" for a, b in capabilities], "reason": why},
+        "network": built.get("network"),
+        "parser_warnings_quieted": built.get("quieted") or {},
         "precision": options.precision,
         "precision_path": path,
         "io_precision": options.io_precision or "fp32",

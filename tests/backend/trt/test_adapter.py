@@ -21,11 +21,12 @@ from typing import ClassVar
 import pytest
 
 from dcnconvert.backend.trt import adapter as trt_adapter
-from dcnconvert.errors import MissingDependencyError, PluginLoadError, UsageError
+from dcnconvert.backend.trt import builder as trt_builder
+from dcnconvert.errors import BuildError, MissingDependencyError, PluginLoadError, UsageError
 
 STUBS_VERSION = "10.13.0.35.1"
 STUBS_ENV = "DCNCONVERT_TRT_STUBS_DIR"
-ADAPTER_SOURCE = Path(trt_adapter.__file__).read_text()
+ADAPTER_SOURCE = Path(trt_adapter.__file__).read_text() + "\n" + Path(trt_builder.__file__).read_text()
 #: TRT_API names that Polygraphy uses on our behalf (CreateConfig(fp16/bf16), strongly_typed networks).
 THROUGH_POLYGRAPHY = {"BuilderFlag.FP16", "BuilderFlag.BF16", "NetworkDefinitionCreationFlag.STRONGLY_TYPED"}
 
@@ -409,7 +410,7 @@ class TestVersions:
     def test_builder_flags_refused_on_11(self, tmp_path):
         trt, _ = fake_trt("11.1.0")
         with pytest.raises(UsageError, match="no FP16 builder flag"):
-            trt_adapter.build_engine_bytes(trt, tmp_path / "m.onnx", precision_flags={"fp16": True})
+            trt_builder.build_engine_bytes(trt, (None, None, None), precision_flags={"fp16": True})
 
     def test_progress_monitor(self, caplog):
         class Base:
@@ -417,14 +418,14 @@ class TestVersions:
                 pass
 
         trt = types.SimpleNamespace(__version__="10.16.0", IProgressMonitor=Base)
-        monitor = trt_adapter.make_progress_monitor(trt)
+        monitor = trt_builder.make_progress_monitor(trt)
         assert isinstance(monitor, Base)
         with caplog.at_level("DEBUG", logger="dcnconvert.trt"):
             monitor.phase_start("Building engine", None, 3)
             assert monitor.step_complete("Building engine", 0) is True
             monitor.phase_finish("Building engine")
         assert "Building engine (3 steps)" in caplog.text
-        assert trt_adapter.make_progress_monitor(types.SimpleNamespace(__version__="10.16.0")) is None
+        assert trt_builder.make_progress_monitor(types.SimpleNamespace(__version__="10.16.0")) is None
 
 
 class TestLoadTensorrt:
@@ -501,10 +502,10 @@ class TestBuildGlue:
     def test_tensorrt_10_builder_flags(self, recorder, tmp_path):
         cache = tmp_path / "cache.bin"
         cache.write_bytes(b"old")
-        data = trt_adapter.build_engine_bytes(
+        parsed = ("builder", "network", "parser")
+        data = trt_builder.build_engine_bytes(
             self._trt("10.16.0"),
-            tmp_path / "m.onnx",
-            plugin_libraries=[tmp_path / "lib.so"],
+            parsed,
             precision_flags={"fp16": True},
             tf32=True,
             workspace=2**30,
@@ -521,21 +522,12 @@ class TestBuildGlue:
         assert config.progress_monitor is not None
         (profile,) = config.profiles
         assert [list(v) for v in profile["x"]] == [[1, 3, 8, 8], [2, 3, 8, 8], [4, 3, 8, 8]]
-        assert call.network.plugins == [str(tmp_path / "lib.so")]
-        assert call.network.obj.path == str(tmp_path / "m.onnx") and call.network.obj.strongly_typed is False
+        assert call.network == parsed
 
-    @pytest.mark.parametrize("version, expect_flag", [("10.16.0", True), ("11.1.0", False)])
-    def test_graph_cast_strongly_typed(self, recorder, tmp_path, version, expect_flag):
-        trt_adapter.build_engine_bytes(
-            self._trt(version),
-            tmp_path / "m.onnx",
-            strongly_typed=True,
-            timing_cache=tmp_path / "new.cache",
-            progress=False,
-        )
+    def test_no_flags_no_cache_no_monitor(self, recorder, tmp_path):
+        trt_builder.build_engine_bytes(self._trt("11.1.0"), (None, None, None),
+                                       timing_cache=tmp_path / "new.cache", progress=False)
         (call,) = recorder.calls
-        # TensorRT 11 networks are always strongly typed: the deprecated flag is not asked for there
-        assert call.network.obj.strongly_typed is expect_flag
         assert call.config.fp16 is False and call.config.bf16 is False
         assert call.config.timing_cache_path is None and call.save_timing_cache == str(tmp_path / "new.cache")
         assert call.config.progress_monitor is None
@@ -545,10 +537,67 @@ class TestBuildGlue:
 
         from dcnconvert.errors import BuildError
 
-        recorder.error = PolygraphyException("Failed to parse ONNX model: Plugin not found")
-        with pytest.raises(BuildError, match="Plugin not found") as info:
-            trt_adapter.build_engine_bytes(self._trt("10.16.0"), tmp_path / "m.onnx")
-        assert "plugin-path" in info.value.hint and info.value.exit_code == 1
+        recorder.error = PolygraphyException("Could not build: out of memory")
+        with pytest.raises(BuildError, match="out of memory") as info:
+            trt_builder.build_engine_bytes(self._trt("10.16.0"), (None, None, None))
+        assert "-v" in info.value.hint and info.value.exit_code == 1
+
+
+class _Parser:
+    """A fake OnnxParser: fails with the given errors, or succeeds."""
+
+    def __init__(self, errors):
+        self.errors = errors
+
+    def parse_from_file(self, path):
+        self.path = path
+        return not self.errors
+
+    @property
+    def num_errors(self):
+        return len(self.errors)
+
+    def get_error(self, index):
+        name, op, desc = self.errors[index]
+        return types.SimpleNamespace(node_name=lambda: name, node_operator=lambda: op, desc=lambda: desc)
+
+
+class TestParse:
+    @pytest.fixture
+    def networks(self, monkeypatch):
+        import polygraphy.backend.trt as poly_trt
+
+        made = []
+
+        class CreateNetwork:
+            def __init__(self, strongly_typed=False):
+                made.append(strongly_typed)
+
+            def __call__(self):
+                return "builder", "network"
+
+        monkeypatch.setattr(poly_trt, "CreateNetwork", CreateNetwork)
+        monkeypatch.setattr(trt_builder, "_trt_logger", lambda: "logger")
+        return made
+
+    def _trt(self, version, errors=()):
+        parser = _Parser(list(errors))
+        return types.SimpleNamespace(__version__=version, OnnxParser=lambda net, logger: parser), parser
+
+    @pytest.mark.parametrize("version, expect_flag", [("10.16.0", True), ("11.1.0", False)])
+    def test_graph_cast_strongly_typed(self, networks, tmp_path, version, expect_flag):
+        trt, parser = self._trt(version)
+        assert trt_builder.parse_onnx(trt, tmp_path / "m.onnx", strongly_typed=True) == \
+            ("builder", "network", parser)
+        # TensorRT 11 networks are always strongly typed: the deprecated flag is not asked for there
+        assert networks == [expect_flag] and parser.path == str(tmp_path / "m.onnx")
+
+    def test_parser_errors_name_the_node(self, networks, tmp_path):
+        trt, _ = self._trt("10.16.0", [("dcn7", "ModulatedDeformConv2d", "Plugin not found")])
+        expected = "node 'dcn7' \\(ModulatedDeformConv2d\\): Plugin not found"
+        with pytest.raises(BuildError, match=expected) as info:
+            trt_builder.parse_onnx(trt, tmp_path / "m.onnx")
+        assert info.value.node == "dcn7" and info.value.exit_code == 1 and "plugin-path" in info.value.hint
 
 
 class TestEngineInputs:

@@ -136,13 +136,11 @@ class TestPrepare:
 
 
 class TestBuildEngine:
-    def test_no_tensorrt_here(self, plugin_file):
-        pytest.importorskip("polygraphy")
-        if trt_adapter.tensorrt_status()[0] is not None:
-            pytest.skip("TensorRT is installed")
+    def test_no_tensorrt_here(self, plugin_file, no_engine_runtime):
         with pytest.raises(MissingDependencyError) as info:
             build.build_engine(_rewritten(), Path("never.engine"), BuildOptions())
         assert info.value.exit_code == 4 and "pip install 'dcnconvert[trt]'" in info.value.hint
+        assert "pip install 'dcnconvert[rtx]'" in info.value.hint
         assert not Path("never.engine").exists()
 
     @pytest.mark.parametrize(
