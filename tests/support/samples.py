@@ -306,6 +306,21 @@ def sample_dims(model: onnx.ModelProto) -> dict[str, int]:
     return {}
 
 
+def shape_args(path) -> list[str]:
+    """``--shapes`` options for every dynamic input of the model at ``path``: the dims stored by
+    :func:`build`, batch 2 where it is free, 16 for any other unknown dim."""
+    from dcnconvert.backend.trt import profiles
+
+    model = onnx.load(str(path), load_external_data=False)
+    sizes = {"N": 2, "batch": 2, **{k: v for k, v in sample_dims(model).items() if k != "N"}}
+    args = []
+    for info in profiles.model_inputs(model):
+        if info.is_dynamic:
+            dims = [d if isinstance(d, int) and d >= 0 else sizes.get(d, 16) for d in info.dims]
+            args += ["--shapes", f"{info.name}:{'x'.join(map(str, dims))}"]
+    return args
+
+
 def input_feeds(
     model: onnx.ModelProto, seed: int = 0, *, dims: dict[str, int] | None = None
 ) -> dict[str, np.ndarray]:

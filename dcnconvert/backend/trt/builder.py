@@ -18,7 +18,11 @@ from typing import Any
 from dcnconvert.backend.trt.adapter import _polygraphy_errors, _trt_logger, api_of
 from dcnconvert.errors import BuildError, UsageError
 
-__all__ = ["build_engine_bytes", "describe_network", "make_progress_monitor", "parse_onnx"]
+__all__ = ["build_engine_bytes", "check_plugin_types", "describe_network", "make_progress_monitor",
+           "parse_onnx"]
+
+#: The tensor types our plugin takes (TensorRT's names), all of a layer's tensors of one type.
+PLUGIN_TYPES = ("FLOAT", "HALF", "BF16")
 
 LOG = logging.getLogger("dcnconvert.trt")
 
@@ -99,6 +103,31 @@ def describe_network(trt: Any, network: Any) -> dict[str, Any]:
                         "inputs": [t.dtype.name if t is not None else None for t in inputs],
                         "outputs": [layer.get_output(i).dtype.name for i in range(layer.num_outputs)]})
     return {"layers": int(network.num_layers), "plugin_layers": plugins}
+
+
+def check_plugin_types(network: dict[str, Any], ours: Sequence[str], strongly_typed: bool) -> None:
+    """Refuse, naming the node, a plugin layer of ours whose input types the plugin cannot take (the
+    builder would only say that no format combination was found, without naming the layer): every
+    input FLOAT, HALF or BF16, and in a strongly typed network all of one type.
+
+    Raises:
+        BuildError: a layer of ``ours`` (node names) with other input types.
+    """
+    names = set(ours)
+    for layer in network.get("plugin_layers", []):
+        if layer["name"] not in names:
+            continue
+        types = layer["inputs"]
+        wrong = [f"input {i} is {t}" for i, t in enumerate(types) if t not in PLUGIN_TYPES]
+        if not wrong and strongly_typed and len(set(types)) > 1:
+            wrong = [f"its inputs are {', '.join(map(str, types))}"]
+        if wrong:
+            raise BuildError(
+                f"the plugin cannot take the types of node '{layer['name']}': {'; '.join(wrong)}",
+                node=layer["name"],
+                hint=f"the plugin takes {', '.join(PLUGIN_TYPES)} inputs, all of one type in a strongly "
+                "typed network; cast the node's inputs in the model, or rewrite it from the original with "
+                "dcnconvert (its graph cast keeps them consistent)")
 
 
 def _builder_config(trt: Any, api: Any, kwargs: dict[str, Any], tf32: bool,

@@ -321,7 +321,8 @@ def build_engine(
                 plugin=(schema.PLUGIN_NAME, target.plugin_version, target.plugin_namespace,
                         not target.needs_plugin_library),
                 strongly_typed=path == "graph-cast",
-                quiet_fields=quiet_field_budget(parsed, options.target), **build)
+                quiet_fields=quiet_field_budget(parsed, options.target),
+                plugin_nodes=[n.name for n in parsed.graph.node if schema.is_plugin_node(n)], **build)
     data = built["data"]
     with timer.step("save", f"Writing {output}"):
         onnx_io.write_atomic(output, [data])

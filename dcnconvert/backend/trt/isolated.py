@@ -150,7 +150,8 @@ def _error_from(item: dict[str, Any]) -> errors.DcnConvertError:
 
 def build_isolated(api: Any, onnx_path: Path, *, plugin_libraries: Sequence[Path] = (),
                    plugin: tuple[str, str, str, bool] | None = None, strongly_typed: bool = False,
-                   quiet_fields: dict[str, int] | None = None, **build: Any) -> dict[str, Any]:
+                   quiet_fields: dict[str, int] | None = None, plugin_nodes: Sequence[str] = (),
+                   **build: Any) -> dict[str, Any]:
     """Load the plugins, parse ``onnx_path`` and build an engine in a child process.
 
     Args:
@@ -161,6 +162,7 @@ def build_isolated(api: Any, onnx_path: Path, *, plugin_libraries: Sequence[Path
         strongly_typed: parse into a strongly typed network.
         quiet_fields: parser warnings "Attribute NAME not found in plugin node" to drop, by NAME: at
             most this many each (our plugin's optional fields that its nodes do not carry).
+        plugin_nodes: the names of our plugin's nodes, whose input types are checked after parsing.
         **build: the keyword arguments of :func:`dcnconvert.backend.trt.builder.build_engine_bytes`.
 
     Returns:
@@ -176,6 +178,7 @@ def build_isolated(api: Any, onnx_path: Path, *, plugin_libraries: Sequence[Path
             "plugin_libraries": [str(p) for p in plugin_libraries],
             "plugin": list(plugin) if plugin else None,
             "strongly_typed": bool(strongly_typed), "quiet_fields": dict(quiet_fields or {}),
+            "plugin_nodes": list(plugin_nodes),
             "build": {k: (str(v) if isinstance(v, Path) else v) for k, v in build.items()},
         }
         result = run_worker(request, folder, api.runtime, f"building the engine with {api.label}")

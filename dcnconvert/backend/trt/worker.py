@@ -74,6 +74,7 @@ def _build(request: dict[str, Any], folder: Path) -> dict[str, Any]:
     runtime = request["runtime"]
     stage("import")
     trt = adapter.load_tensorrt(runtime)
+    api = adapter.api_of(trt)
     log.configure_polygraphy()
     quiet = _QuietFields(request.get("quiet_fields") or {})
     logging.getLogger("Polygraphy").addFilter(quiet)
@@ -86,6 +87,7 @@ def _build(request: dict[str, Any], folder: Path) -> dict[str, Any]:
     typed = bool(request.get("strongly_typed"))
     parsed = builder.parse_onnx(trt, Path(request["onnx"]), strongly_typed=typed)
     network = builder.describe_network(trt, parsed[1])
+    builder.check_plugin_types(network, request.get("plugin_nodes") or [], typed or api.always_strongly_typed)
     stage("build")
     options = dict(request.get("build") or {})
     if options.get("timing_cache"):

@@ -25,7 +25,6 @@ from click.testing import CliRunner
 from support import samples
 
 from dcnconvert.backend.trt import adapter as trt_adapter
-from dcnconvert.backend.trt import profiles as shapes
 from dcnconvert.backend.trt import versions as trt_versions
 from dcnconvert.cli.main import cli
 
@@ -49,18 +48,6 @@ def _materialise(sample, tmp_path: Path) -> Path:
     path = tmp_path / f"{sample}.onnx"
     onnx.save(samples.build(sample, seed=1), str(path))
     return path
-
-
-def _shape_args(path: Path) -> list:
-    """--shapes for every dynamic input, from the sample's stored dims (batch 2 where it is free)."""
-    model = onnx.load(str(path), load_external_data=False)
-    sizes = {"N": 2, "batch": 2, **{k: v for k, v in samples.sample_dims(model).items() if k != "N"}}
-    args = []
-    for info in shapes.model_inputs(model):
-        if info.is_dynamic:
-            dims = [d if isinstance(d, int) and d >= 0 else sizes.get(d, 16) for d in info.dims]
-            args += ["--shapes", f"{info.name}:{'x'.join(map(str, dims))}"]
-    return args
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +92,7 @@ def test_engine_matches_onnxruntime(sample, precision, path, tmp_path, plugin_pa
         precision,
         "--precision-path",
         path,
-        *_shape_args(model),
+        *samples.shape_args(model),
         "--save-inputs",
         tmp_path / "in.json",
         "--save-outputs",
@@ -129,7 +116,7 @@ def test_weights_embedded_or_inputs(weights, precision, tmp_path, plugin_path):
     """The plugin takes its weights as fields (embedded, the default) or as inputs: both engines match."""
     model = SAMPLE_DIR / "dcn_resnet_block.onnx"
     obj = _convert(model, tmp_path / "m.engine", "--weights", weights, "--precision", precision,
-                   *_shape_args(model))
+                   *samples.shape_args(model))
     assert obj["passed"] and obj["rewrite"]["weights"] == weights
     written = onnx.load(str(tmp_path / "m.onnx"))
     plugins = [n for n in written.graph.node if n.op_type == "ModulatedDeformConv2d"]
