@@ -30,7 +30,7 @@ TENSORRT_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorr
                           "tensorrt-cu12-bindings")
 #: Compute capabilities TensorRT-RTX 1.7 builds for (its ``ComputeCapability`` members SM75 ... SM121).
 RTX_TARGETS = ((7, 5), (8, 0), (8, 6), (8, 9), (12, 0), (12, 1))
-_CC_RE = re.compile(r"^(?:sm_?)?(\d{1,2})(?:\.(\d))?$", re.IGNORECASE)
+_CC_RE = re.compile(r"^(?:sm_?)?(\d{1,3})(?:\.(\d))?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
