@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_models"
 MODEL_FILES = sorted(p.name for p in SAMPLES.glob("*.onnx"))
 RESNET = "dcn_resnet_block.onnx"
+#: Real exporter output (sample_models/export_torch.py, needs torch): not made by generate.py.
+TORCH_MANIFEST = json.loads((SAMPLES / "torch_exports.json").read_text(encoding="utf-8"))
+TORCH_FILES = {m["file"] for m in TORCH_MANIFEST["models"]}
+TORCH_OWN = {"torch_exports.json", *TORCH_FILES,
+             *(m["expected"] for m in TORCH_MANIFEST["models"])}
+GENERATED = [n for n in MODEL_FILES if n not in TORCH_FILES]
+#: Models whose inputs are not all of the samples.input_feeds kind (dims named batch/height/width).
+NETWORKS = {RESNET, "torch_dynamo_dcn_net.onnx"}
 TOLERANCE = 1e-5  # times max|ORT output|
 
 
@@ -46,7 +55,8 @@ def test_generator_reproduces_committed_files_bit_for_bit(tmp_path):
     assert done.returncode == 0, done.stderr
     fresh = sorted(p.name for p in tmp_path.iterdir())
     committed = sorted(
-        p.name for p in SAMPLES.iterdir() if p.name != "generate.py" and not p.name.startswith(".")
+        p.name for p in SAMPLES.iterdir()  # not the scripts, nor what export_torch.py made
+        if p.is_file() and p.suffix != ".py" and p.name not in TORCH_OWN and not p.name.startswith(".")
     )
     assert fresh == committed
     for name in fresh:
@@ -57,13 +67,13 @@ def test_generator_reproduces_committed_files_bit_for_bit(tmp_path):
 
 def test_one_sample_per_source_form_plus_the_network():
     forms = set()
-    for name in MODEL_FILES:
+    for name in GENERATED:
         for entry in _load(name).metadata_props:
             if entry.key == samples.META_FORM:
                 forms.add(entry.value)
     assert forms == set(samples.FORMS)
     assert RESNET in MODEL_FILES
-    assert len(MODEL_FILES) == len(samples.FORMS) + 1
+    assert len(GENERATED) == len(samples.FORMS) + 1
 
 
 def test_total_size_under_2_mb():
@@ -78,10 +88,19 @@ def test_readme_lists_every_model():
 
 
 def test_fixed_producer_fields():
-    for name in MODEL_FILES:
+    for name in GENERATED:
         model = _load(name)
         assert model.producer_name == "dcnconvert sample_models/generate.py", name
         assert model.producer_version == "1", name
+
+
+def test_torch_exports_are_listed_and_made_by_the_recorded_torch():
+    assert TORCH_FILES == {n for n in MODEL_FILES if n.startswith("torch_")}
+    assert all((SAMPLES / name).is_file() for name in TORCH_OWN)
+    for name in TORCH_FILES:
+        model = _load(name)
+        assert model.producer_name == "pytorch", name
+        assert model.producer_version.split("+")[0] == TORCH_MANIFEST["versions"]["torch"], name
 
 
 def _feeds(model: onnx.ModelProto, seed: int, dims=None):
@@ -112,7 +131,7 @@ def _compare(model, feeds, backend="onnxruntime") -> float:
     return worst
 
 
-@pytest.mark.parametrize("name", [n for n in MODEL_FILES if n != RESNET])
+@pytest.mark.parametrize("name", [n for n in MODEL_FILES if n not in NETWORKS])
 def test_single_node_sample_rewrites_and_matches_reference(name):
     model = _load(name)
     _compare(model, _feeds(model, 11))

@@ -31,7 +31,7 @@ SAMPLE_FILES = sorted(SAMPLES.glob("*.onnx"))
 TAO = "tao_ModulatedDeformConv2d.onnx"
 TOLERANCE = 1e-5  # times max|expected|
 #: Samples with non-square stride/padding/dilation (refused by trt-builtin).
-NON_SQUARE = {"dcnconvert_ModulatedDeformConv2d", "dcn_resnet_block"}
+NON_SQUARE = {"dcnconvert_ModulatedDeformConv2d", "dcn_resnet_block", "torch_dynamo_DeformConv2d_opset22"}
 
 
 def _plugins(model: onnx.ModelProto) -> list[onnx.NodeProto]:
