@@ -34,9 +34,11 @@ pytestmark = [pytest.mark.trt_rtx, pytest.mark.trt_headers]
 SAMPLE_DIR = REPO / "sample_models"
 SAMPLES = sorted(SAMPLE_DIR.glob("*.onnx"))
 #: One model per kind for the FP16/BF16 builds: mmcv DCNv2, standard DeformConv (opset 19), a DCNv1
-#: form with symbolic dims, and the two-layer block with dynamic batch and size.
+#: form with symbolic dims, the two-layer block with dynamic batch and size, and torch's dynamo exports
+#: (opset 22 with groups and offset groups; a two-layer net whose Convs predict offsets and masks).
 LOW_PRECISION_SAMPLES = ("mmcv_MMCVModulatedDeformConv2d", "onnx_DeformConv",
-                         "tao_ModulatedDeformConv2d", "dcn_resnet_block")
+                         "tao_ModulatedDeformConv2d", "dcn_resnet_block", "torch_dynamo_DeformConv2d_opset22",
+                         "torch_dynamo_dcn_net")
 LAYER_TYPES = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
 PLUGIN = (schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE, False)
 ABORT_SOURCE = ("#include <stdlib.h>\n"
@@ -150,6 +152,19 @@ def test_min_opt_max_profiles(plugin_lib, tmp_path):
         {"min": [1, 16, 8, 8], "opt": [2, 16, 16, 16], "max": [4, 16, 32, 32]},
         {"min": [1, 16, 32, 32], "opt": [1, 16, 48, 48], "max": [2, 16, 64, 64]}]
     assert len(obj["network"]["plugin_layers"]) == 2
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_torch_export_with_a_profile(precision, plugin_lib, tmp_path):
+    """torch's dynamo export of a two-layer DCNv2 net, dynamic batch and size, over one profile."""
+    model = SAMPLE_DIR / "torch_dynamo_dcn_net.onnx"
+    engine = tmp_path / "m.engine"
+    res, obj = convert(model, engine, plugin_lib, "--precision", precision, "--compute-capabilities", "8.6",
+                       "--min-shapes", "x:1x3x4x4", "--opt-shapes", "x:2x3x12x10",
+                       "--max-shapes", "x:8x3x64x64")
+    check_built(res, obj, engine, precision)
+    assert len(obj["network"]["plugin_layers"]) == 2
+    assert obj["profiles"] == [{"x": {"min": [1, 3, 4, 4], "opt": [2, 3, 12, 10], "max": [8, 3, 64, 64]}}]
 
 
 def test_static_shapes_of_a_dynamic_model(plugin_lib, tmp_path):
