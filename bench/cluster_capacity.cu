@@ -3,7 +3,7 @@
  * FP16/BF16 fused tiles do), for clusters of 1, 2, 3, 4, 6 and 8 blocks: the occupancy calculator's
  * answer (cudaOccupancyMaxActiveClusters) for a kernel with the fused tiles' block sizes and a
  * shared-memory request that leaves room for one block per SM. A split launch whose clusters do
- * not all fit runs a second wave (docs/split_costs_h100.txt).
+ * not all fit runs a second wave (docs/benchmarks.md, "What limits each layer").
  *
  *   nvcc -O2 -arch=sm_90 -o /tmp/cluster_capacity bench/cluster_capacity.cu && /tmp/cluster_capacity
  */

@@ -144,7 +144,7 @@ def render_docs(
         "",
         "Command (from the repository root):",
         "",
-        "```bash",
+        "```sh",  # a GPU command: shown, not run by tests/test_readme.py
         cmd,
         "```",
         "",

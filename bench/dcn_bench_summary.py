@@ -1,6 +1,7 @@
 """The result tables of docs/benchmarks.md from the JSON of bench/dcn_bench.py (pure Python, no GPU).
 
-    python3 bench/dcn_bench_summary.py docs/benchmarks_h200_results.json --choices docs/fused_choice_h200.txt
+    python3 bench/fused_choice.py > choices.txt
+    python3 bench/dcn_bench_summary.py docs/benchmarks_h200_results.json --choices choices.txt
 
 Prints three Markdown tables: FP16 and BF16 (both fused paths against the baseline, FP16 also
 against torchvision), then FP32 (3xTF32) and TF32. ``engine`` is the ``fused-engine`` rows (x

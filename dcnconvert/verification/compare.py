@@ -14,7 +14,7 @@ import numpy as np
 
 from dcnconvert.errors import UsageError
 
-#: Default ``(atol, rtol)`` per engine precision (also in the README).
+#: Default ``(atol, rtol)`` per engine precision (also in docs/verify.md).
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "fp32": (1e-4, 1e-3),
     "fp16": (1e-2, 1e-2),

@@ -125,7 +125,7 @@ bool clusterOccupancy(void const* func, int dev, int threads, size_t smem, unsig
  * with 3 to 8 splits, fewer blocks or more than one wave they cost up to 36% more. Part of that is
  * placement: a cluster must fit in one GPC, and an H100 holds at most 120 one-block-per-SM blocks in
  * clusters of 4 or 8 (bench/cluster_capacity.cu), so a launch of 128 runs its last clusters as a
- * second wave (2x the call; docs/split_costs_h100.txt); where they fit, 3-4 splits were still
+ * second wave (2x the call; probes of commit 8bd41cf); where they fit, 3-4 splits were still
  * 4-9% slower than the reduction kernel. Hence: 2 splits,
  * one wave of single blocks covering at least three quarters of the device's block slots, and every
  * cluster running at once. `force` (kSplitReduceCluster, tests): whenever the clusters can run. */

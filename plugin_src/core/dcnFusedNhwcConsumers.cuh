@@ -123,7 +123,7 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     // channel, so that a warp's store covers whole 32-byte sectors. In aligned images of a multiple
     // of 8 pixels (p0 is a multiple of BN) each item is one vector store, with one image lookup per
     // thread (storeAligned; H200: 0.93-0.98x the time per call of the loop below on the FP16 layers
-    // that store through it, docs/aligned_store_h200.txt); else the loop below stores the items
+    // that store through it, commit 94ae378); else the loop below stores the items
     // element by element and finds the image of each.
     if constexpr (sizeof(T) == 2)
     {

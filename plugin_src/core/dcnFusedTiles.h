@@ -43,7 +43,7 @@ namespace fused
  * tf32Blocks: blocks that share an SM at full speed in TF32 (where their shared memory fits).
  * The weights were fitted to H200 timings only (bench/fused_tiles.py, docs/fused_kernel_notes.md;
  * the sample-sharing tile's BF16 column and its per-block term to H100 timings, against wg-256x64-p16
- * measured in the same run: docs/pair_tile_h100.txt):
+ * measured in the same run, commit 6e60c2f):
  * on compute capability 8.x they order the sm_80 tiles as on the H200, which is untuned there. */
 struct TileShape
 {
@@ -226,7 +226,7 @@ static_assert(tileColumnsFit(), "a tile has a cost column for an element type or
  * -0.8% in FP16 and +0.6% to +3.6% in BF16 on an H200. The 512-thread 64-channel TMA tiles
  * (wg-256x64-2wg, tma-256x64-k64: 128 registers per thread) hold 2 sets of their 2 tasks: with 3
  * they spilled 92-220 bytes and took 1.15-1.93x as long (FP16 and BF16, H200,
- * docs/producer_sets_h200.txt). The host's plan slots cover ringDepth + 1
+ * commit 0950936). The host's plan slots cover ringDepth + 1
  * chunks (planChunks: the producers also read one chunk's plan ahead). */
 DCN_TILE_HD constexpr int producerTasks(TileShape const& t, size_t elem)
 {

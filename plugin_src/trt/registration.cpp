@@ -1,7 +1,7 @@
 /*
  * dcnconvert: how TensorRT finds the ModulatedDeformConv2d creator, and where messages go.
  *
- * Two ways, exactly one registration at a time (plugin_src/README.md, "Loading the plugin"):
+ * Two ways, exactly one registration at a time (docs/plugin.md, "Loading it"):
  *  1. Loading the library (ctypes.CDLL, Polygraphy --plugins, trtexec --staticPlugins, Triton
  *     plugins=...): a library constructor looks up libnvinfer's getPluginRegistry() at run time
  *     (the library does not link libnvinfer) and registers the creator in namespace "dcnconvert".
