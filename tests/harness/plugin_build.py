@@ -103,6 +103,31 @@ def build(include_dir: Path) -> Built:
     )
 
 
+@functools.cache
+def build_rtx(include_dir: Path) -> Path:
+    """Builds the TensorRT-RTX library (``PLUGIN_RUNTIME=tensorrt-rtx``, TensorRT 11 headers) against
+    ``include_dir`` into ``build/test-plugin/rtx-<tag>/``; the CUDA core objects are those of
+    :func:`build` (same architectures)."""
+    compiler = nvcc()
+    if compiler is None:
+        raise BuildError("nvcc not found on PATH (set NVCC)")
+    out = BUILD_ROOT / f"rtx-{_tag(include_dir)}"
+    proc = make(
+        "plugin-lib",
+        "PLUGIN_RUNTIME=tensorrt-rtx",
+        f"TENSORRT_INCLUDE_DIR={include_dir}",
+        f"BUILD_DIR={BUILD_ROOT}",
+        f"PLUGIN_BUILD_DIR={out}",
+        f"CUDA_ARCHS={TEST_ARCHS}",
+        f"PTX_ARCH={TEST_PTX}",
+        f"NVCC={compiler}",
+    )
+    if proc.returncode != 0:
+        raise BuildError(f"make plugin-lib PLUGIN_RUNTIME=tensorrt-rtx against {include_dir} failed:\n"
+                         f"{proc.stdout}{proc.stderr}")
+    return out / "libdcnconvert_plugin.so"
+
+
 def run_harness(
     built: Built, *args: str, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
