@@ -3,13 +3,14 @@ PYTHON ?= python3
 NVCC ?= nvcc
 export PYTHON NVCC
 
-.PHONY: help test test-all samples core plugin harness clean lint bench ci
+.PHONY: help test test-all samples core plugin plugin-rtx harness clean lint bench ci
 
 help:
 	@echo "make test      run the test suite (CPU-only tests; GPU/TensorRT tests skip with a reason)"
 	@echo "make samples   regenerate sample_models/ bit-for-bit"
 	@echo "make core      build the TensorRT-free CUDA core (build/libdcnconvert_core.so)"
 	@echo "make plugin    build the TensorRT plugin into dcnconvert/_lib/ (needs TensorRT headers)"
+	@echo "make plugin-rtx  build the TensorRT-RTX plugin into dcnconvert/_lib/rtx1 (TensorRT 11 headers)"
 	@echo "make harness   build the C++ harness that drives the plugin as TensorRT does"
 	@echo "make lint      ruff over the package, tests and bench"
 	@echo "make bench     time 'dcnconvert rewrite' on a ~1 GB synthetic model (docs/rewrite_large.md)"
@@ -36,6 +37,9 @@ samples:
 
 core plugin harness:
 	$(MAKE) -C plugin_src $@
+
+plugin-rtx:
+	$(MAKE) -C plugin_src plugin PLUGIN_RUNTIME=tensorrt-rtx
 
 clean:
 	$(MAKE) -C plugin_src clean

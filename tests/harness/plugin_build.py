@@ -203,3 +203,19 @@ def run_lean_probe(runtime: Path, spec: dict, spec_path: Path,
                           timeout=timeout, env=env, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
+
+
+def run_rtx_probe(spec: dict, spec_path: Path,
+                  timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Runs lean_probe.py on ``spec`` inside TensorRT-RTX (module ``tensorrt_rtx`` of this Python), in a
+    process of its own started with the loader link first on LD_LIBRARY_PATH (what dcnconvert does for
+    TensorRT-RTX processes); returns the process and its JSON result (None if it died or printed none)."""
+    from dcnconvert.backend.trt import rtx
+
+    spec_path.write_text(json.dumps({**spec, "module": rtx.MODULE}))
+    dropped = ("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", "PYTHONPATH")
+    env = {k: v for k, v in rtx.loader_environment().items() if k not in dropped}
+    proc = subprocess.run([sys.executable, str(LEAN_PROBE), str(spec_path)], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
