@@ -35,11 +35,8 @@ ci:
 samples:
 	$(PYTHON) sample_models/generate.py
 
-core plugin harness:
+core plugin plugin-rtx harness:
 	$(MAKE) -C plugin_src $@
-
-plugin-rtx:
-	$(MAKE) -C plugin_src plugin PLUGIN_RUNTIME=tensorrt-rtx
 
 clean:
 	$(MAKE) -C plugin_src clean

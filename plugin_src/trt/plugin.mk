@@ -4,6 +4,7 @@
 #                  TensorRT major version of the headers), where dcnconvert looks for it; with
 #                  PLUGIN_RUNTIME=tensorrt-rtx (TensorRT 11 headers), the library for TensorRT-RTX 1.5+,
 #                  copied to dcnconvert/_lib/rtx1/
+#   make plugin-rtx  the same as make plugin PLUGIN_RUNTIME=tensorrt-rtx
 #   make harness   build/plugin/dcn_harness (drives the plugin as TensorRT does; tests/harness/)
 #
 #   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h, used as given (no fallback when it lacks NvInfer.h)
@@ -77,7 +78,7 @@ TRT_CXXFLAGS := -std=c++17 -O2 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -
 # The architectures the library carries, written into it (registration.cpp's build-info line).
 PLUGIN_ARCHS_DEF := -DDCN_BUILD_ARCHS='"$(strip $(SASS_ARCHS) $(PTX_ARCH))"'
 
-.PHONY: plugin plugin-lib harness check-trt-headers clean-plugin
+.PHONY: plugin plugin-lib plugin-rtx harness check-trt-headers clean-plugin
 
 # Records the header folder, architectures and runtime used, so that switching any rebuilds the glue
 # (updated at parse time).
@@ -93,6 +94,10 @@ endif
 plugin: check-trt-headers $(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so
 
 plugin-lib: check-trt-headers $(PLUGIN_LIB)
+
+# The TensorRT-RTX library (TensorRT 11 headers), installed to dcnconvert/_lib/rtx1/.
+plugin-rtx:
+	$(MAKE) plugin PLUGIN_RUNTIME=tensorrt-rtx
 
 harness: check-trt-headers $(PLUGIN_LIB) $(HARNESS_BIN)
 
