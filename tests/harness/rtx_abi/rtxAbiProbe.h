@@ -55,11 +55,18 @@ public:
     void log(Severity severity, nvinfer1::AsciiChar const* msg) noexcept override
     {
         ++mCalls;
-        std::string const text = msg != nullptr ? msg : "(null)";
-        if (mCalls <= 3 || text.find("rtx-abi-probe") != std::string::npos)
+        try
         {
-            std::printf("%s: %d %s\n", mTag, static_cast<int>(severity), text.c_str());
-            std::fflush(stdout);
+            std::string const text = msg != nullptr ? msg : "(null)";
+            if (mCalls <= 3 || text.find("rtx-abi-probe") != std::string::npos)
+            {
+                std::printf("%s: %d %s\n", mTag, static_cast<int>(severity), text.c_str());
+                std::fflush(stdout);
+            }
+        }
+        catch (...)
+        {
+            std::fprintf(stderr, "%s: could not print a message\n", mTag);
         }
     }
     int calls() const
