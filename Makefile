@@ -3,7 +3,7 @@ PYTHON ?= python3
 NVCC ?= nvcc
 export PYTHON NVCC
 
-.PHONY: help test test-all test-deps samples core plugin harness clean lint bench ci
+.PHONY: help test test-all test-deps samples core plugin plugin-rtx harness clean lint bench ci
 
 help:
 	@echo "make test      run the test suite (CPU-only tests; GPU/TensorRT tests skip with a reason);"
@@ -11,6 +11,7 @@ help:
 	@echo "make samples   regenerate sample_models/ bit-for-bit"
 	@echo "make core      build the TensorRT-free CUDA core (build/libdcnconvert_core.so)"
 	@echo "make plugin    build the TensorRT plugin into dcnconvert/_lib/ (needs TensorRT headers)"
+	@echo "make plugin-rtx  build the TensorRT-RTX plugin into dcnconvert/_lib/rtx1 (TensorRT 11 headers)"
 	@echo "make harness   build the C++ harness that drives the plugin as TensorRT does"
 	@echo "make lint      ruff over the package, tests and bench"
 	@echo "make bench     time 'dcnconvert rewrite' on a ~1 GB synthetic model (docs/rewrite_large.md)"
@@ -46,7 +47,7 @@ ci:
 samples:
 	$(PYTHON) sample_models/generate.py
 
-core plugin harness:
+core plugin plugin-rtx harness:
 	$(MAKE) -C plugin_src $@
 
 clean:

@@ -1,4 +1,5 @@
-"""Wheel build: the Python package, the plugin's sources, and the plugin library for each TensorRT major.
+"""Wheel build: the Python package, the plugin's sources, and the plugin library for each TensorRT major
+and for TensorRT-RTX.
 
 pyproject.toml holds the metadata; this file adds two build steps.
 
@@ -7,7 +8,10 @@ pyproject.toml holds the metadata; this file adds two build steps.
   ``DCNCONVERT_WHEEL_HEADERS`` (include folders, os.pathsep-separated, one or more per major), it
   builds ``libdcnconvert_plugin.so`` against the oldest minor of each major (the IPluginV3 interfaces
   are the same within a major, so that library runs in every later minor) into
-  ``dcnconvert/_lib/trt<major>/``, through ``make -C plugin_src plugin-lib``.
+  ``dcnconvert/_lib/trt<major>/``, through ``make -C plugin_src plugin-lib``. With TensorRT 11 headers
+  among them it also builds the TensorRT-RTX library (``PLUGIN_RUNTIME=tensorrt-rtx``: TensorRT-RTX 1.5+
+  has TensorRT 11's plugin ABI) into ``dcnconvert/_lib/rtx1/``; only its glue is compiled again, the
+  CUDA core objects are those of the TensorRT builds.
 * ``bdist_wheel`` tags a wheel that carries libraries ``py3-none-manylinux_2_<N>_<arch>``, where
   2.<N> is the newest glibc symbol version the libraries need (read from their ELF version
   references), so that the tag's glibc floor is the libraries' own. Without headers the wheel is
@@ -43,6 +47,9 @@ HERE = Path(__file__).resolve().parent
 #: sm_90a (plugin_src/Makefile). aarch64 builds add sm_87 (Orin), sm_110 (Thor) and sm_121.
 DEFAULT_ARCHS = "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_103 sm_120"
 LIB_NAME = "libdcnconvert_plugin.so"
+#: The TensorRT major whose headers the TensorRT-RTX library is built with, and its folder in the package.
+RTX_HEADERS_MAJOR = 11
+RTX_FOLDER = "rtx1"
 
 
 def _say(text: str) -> None:
@@ -149,17 +156,23 @@ class BuildPy(build_py):
         sass, ptx = archs()
         build_dir = Path(os.environ.get("DCNCONVERT_WHEEL_BUILD_DIR", HERE / "build" / "wheel")).resolve()
         jobs = os.environ.get("DCNCONVERT_WHEEL_JOBS", str(os.cpu_count() or 1))
-        for major, (include, version) in sorted(majors.items()):
-            out = build_dir / f"trt{major}"
+        builds = [(f"trt{major}", f"TensorRT {major}", "tensorrt", include, version)
+                  for major, (include, version) in sorted(majors.items())]
+        if RTX_HEADERS_MAJOR in majors:
+            builds.append((RTX_FOLDER, "TensorRT-RTX 1.5+", "tensorrt-rtx", *majors[RTX_HEADERS_MAJOR]))
+        else:
+            _say(f"no TensorRT {RTX_HEADERS_MAJOR} headers given: the wheel carries no TensorRT-RTX library")
+        for folder, what, runtime, include, version in builds:
+            out = build_dir / folder
             dotted = ".".join(map(str, version))
-            _say(f"building the plugin for TensorRT {major} against the {dotted} headers ({include}), "
+            _say(f"building the plugin for {what} against the {dotted} headers ({include}), "
                  f"SASS {' '.join(sass)}, PTX {ptx}")
             command = ["make", "-C", str(HERE / "plugin_src"), f"-j{jobs}", "plugin-lib",
-                       f"TENSORRT_INCLUDE_DIR={include}", f"CUDA_ARCHS={' '.join(sass)}", f"PTX_ARCH={ptx}",
-                       f"BUILD_DIR={build_dir}", f"PLUGIN_BUILD_DIR={out}",
-                       f"NVCC={os.environ.get('NVCC', 'nvcc')}"]
+                       f"PLUGIN_RUNTIME={runtime}", f"TENSORRT_INCLUDE_DIR={include}",
+                       f"CUDA_ARCHS={' '.join(sass)}", f"PTX_ARCH={ptx}", f"BUILD_DIR={build_dir}",
+                       f"PLUGIN_BUILD_DIR={out}", f"NVCC={os.environ.get('NVCC', 'nvcc')}"]
             subprocess.run(command, check=True)
-            target = package / "_lib" / f"trt{major}" / LIB_NAME
+            target = package / "_lib" / folder / LIB_NAME
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(out / LIB_NAME, target)
             _say(f"{target.relative_to(package.parent)}: {target.stat().st_size / 1e6:.1f} MB")
@@ -177,7 +190,7 @@ class BdistWheel(bdist_wheel):
 
     def _libraries(self) -> list[Path]:
         build_lib = Path(self.get_finalized_command("build_py").build_lib)
-        return sorted((build_lib / "dcnconvert" / "_lib").glob(f"trt*/{LIB_NAME}"))
+        return sorted((build_lib / "dcnconvert" / "_lib").glob(f"*/{LIB_NAME}"))
 
     def get_tag(self) -> tuple[str, str, str]:
         libs = self._libraries()

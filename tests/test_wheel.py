@@ -112,7 +112,8 @@ def test_platform_wheel_carries_one_library_per_major_and_its_glibc_floor(platfo
     wheel, archs, headers, target = platform_wheel
     names = zipfile.ZipFile(wheel).namelist()
     libs = sorted(n for n in names if n.endswith(".so"))
-    assert libs == [f"dcnconvert/_lib/trt{m}/{plugin_lib.LIB_NAME}" for m in sorted(headers)]
+    folders = [f"trt{m}" for m in headers] + (["rtx1"] if 11 in headers else [])  # TensorRT-RTX: 11's ABI
+    assert libs == sorted(f"dcnconvert/_lib/{f}/{plugin_lib.LIB_NAME}" for f in folders)
     tag = re.fullmatch(r"dcnconvert-0\.1\.0-py3-none-manylinux_(\d+)_(\d+)_(\w+)\.whl", wheel.name)
     assert tag, wheel.name
     # the tag's glibc floor is the newest GLIBC_ version the libraries reference (objdump agrees)
@@ -126,8 +127,14 @@ def test_platform_wheel_carries_one_library_per_major_and_its_glibc_floor(platfo
         lib = target / "dcnconvert" / "_lib" / f"trt{major}" / plugin_lib.LIB_NAME
         info = plugin_lib.library_build_info(lib)
         assert info["tensorrt_headers"].startswith(pb.header_version(folder) + ".")
+        assert info["runtime"] == "tensorrt" and info["runtime_major"] == str(major)
         if archs is not None:
             assert info["archs"].split() == archs
+    if 11 in headers:
+        info = plugin_lib.library_build_info(target / "dcnconvert" / "_lib" / "rtx1" / plugin_lib.LIB_NAME)
+        assert info["tensorrt_headers"].startswith(pb.header_version(headers[11]) + ".")
+        assert info["runtime"] == "tensorrt-rtx"
+        assert (info["runtime_major"], info["runtime_min_minor"]) == ("1", "5")
 
 
 @pytest.mark.trt_headers
@@ -150,5 +157,24 @@ def test_installed_wheel_picks_and_loads_the_library_of_the_runtime_major(platfo
     spec = {"library": choice["plugin_library"], "route": "load_library", "name": IDENTITY[0],
             "version": IDENTITY[1], "namespace": IDENTITY[2]}
     proc, result = pb.run_lean_probe(runtime[0], spec, tmp_path / "spec.json", timeout=120)
+    assert result is not None, proc.stderr
+    assert result["registered"] == [IDENTITY] and result["creator_found"] is True
+
+
+@pytest.mark.trt_headers
+@pytest.mark.trt_rtx
+def test_installed_wheel_picks_and_loads_the_tensorrt_rtx_library(platform_wheel, tmp_path):
+    _wheel, _archs, headers, target = platform_wheel
+    if 11 not in headers:
+        pytest.skip("trt_headers: no TensorRT 11 headers, so the wheel carries no TensorRT-RTX library")
+    res = run_installed(target, None, "plugin-path", "--runtime", "tensorrt-rtx", "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    choice = json.loads(res.stdout)
+    expected = target / "dcnconvert" / "_lib" / "rtx1" / plugin_lib.LIB_NAME
+    assert Path(choice["plugin_library"]) == expected.resolve()
+    assert choice["origin"] == "bundled" and choice["runtime"] == "tensorrt-rtx"
+    spec = {"library": choice["plugin_library"], "route": "load_library", "name": IDENTITY[0],
+            "version": IDENTITY[1], "namespace": IDENTITY[2]}
+    proc, result = pb.run_rtx_probe(spec, tmp_path / "spec.json", timeout=120)
     assert result is not None, proc.stderr
     assert result["registered"] == [IDENTITY] and result["creator_found"] is True

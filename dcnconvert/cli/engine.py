@@ -253,20 +253,26 @@ def register(group: click.Group) -> None:
 
     @group.command("plugin-path")
     @click.option("--plugin-lib", type=_FILE_ARG, default=None, help="Check this library instead.")
+    @click.option("--runtime", type=click.Choice(["tensorrt", "tensorrt-rtx"]), default="tensorrt",
+                  show_default=True, help="The runtime that will load the library: TensorRT, or TensorRT-RTX "
+                  "(e.g. POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy ... --plugins).")
     @click.option("--tensorrt-version", default=None, metavar="VERSION",
-                  help="Choose for this TensorRT version (e.g. 10.16 for trtexec), not the installed one.")
+                  help="Choose for this TensorRT version (e.g. 10.16 for trtexec), not the installed one; "
+                  "with --runtime tensorrt-rtx, a TensorRT-RTX version.")
     @common_options
-    def plugin_path(plugin_lib: Path | None, tensorrt_version: str | None, json_mode: bool) -> None:
+    def plugin_path(plugin_lib: Path | None, runtime: str, tensorrt_version: str | None,
+                    json_mode: bool) -> None:
         """Print the path of the plugin library (for polygraphy --plugins / trtexec --staticPlugins).
 
-        The library is the one built for the installed TensorRT's major version (a library of the other
-        major registers nothing); the reason for the choice goes to stderr, and into --json.
+        The library is the one built for the runtime (--runtime) and the installed version's major (a
+        library built for another runtime or major registers nothing); the reason for the choice goes
+        to stderr, and into --json.
         """
 
         def work() -> dict[str, Any]:
             from dcnconvert.backend.plugin import library as plugin_lib_mod
 
-            choice = plugin_lib_mod.choose_plugin_library(plugin_lib, tensorrt_version)
+            choice = plugin_lib_mod.choose_plugin_library(plugin_lib, tensorrt_version, runtime=runtime)
             log.get_logger().info("plugin library: %s (%s)", choice.path, choice.reason)
             return choice.to_dict()
 

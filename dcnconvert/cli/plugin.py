@@ -21,11 +21,15 @@ def register(group: click.Group) -> None:
 
     @group.group("plugin")
     def plugin() -> None:
-        """Build the TensorRT plugin library (for source installs and TensorRT versions no wheel carries)."""
+        """Build the plugin library (for source installs, and TensorRT versions no wheel carries)."""
 
     @plugin.command("build")
+    @click.option("--runtime", type=click.Choice(["tensorrt", "tensorrt-rtx"]), default="tensorrt",
+                  show_default=True, help="The runtime the library registers in: TensorRT (built with the "
+                  "headers of its major), or TensorRT-RTX 1.5+ (built with TensorRT 11's headers, its ABI).")
     @click.option("--tensorrt-version", default=None, metavar="VERSION",
-                  help="The TensorRT to build for, e.g. 10.16.1.11 (default: the installed one).")
+                  help="The TensorRT to build for, e.g. 10.16.1.11 (default: the installed one); with "
+                  "--runtime tensorrt-rtx, the TensorRT-RTX version, e.g. 1.7.1.116.")
     @click.option("--arch", "archs", multiple=True, metavar="SM",
                   help="GPU architecture to build SASS for: sm_90, 90 or 9.0 (repeatable or comma separated; "
                   "default: this machine's GPUs). PTX of the newest one is embedded too.")
@@ -40,11 +44,11 @@ def register(group: click.Group) -> None:
     @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
                   help="Parallel make jobs (default: the number of CPUs).")
     @common_options
-    def build(tensorrt_version: str | None, archs: tuple[str, ...], headers: Path | None,
+    def build(runtime: str, tensorrt_version: str | None, archs: tuple[str, ...], headers: Path | None,
               headers_source: str | None, force: bool, jobs: int | None, json_mode: bool) -> None:
-        """Compile the plugin library for a TensorRT version and cache it; print its path.
+        """Compile the plugin library for a TensorRT (or TensorRT-RTX) version and cache it; print its path.
 
-        The cache (~/.cache/dcnconvert, or $DCNCONVERT_CACHE_DIR) keeps one library per TensorRT
+        The cache (~/.cache/dcnconvert, or $DCNCONVERT_CACHE_DIR) keeps one library per runtime and
         version, CUDA version and architectures; the same build again is a cache hit. 'plugin-path'
         and the engine commands find the library there. Needs nvcc ($NVCC, PATH or the CUDA folders)
         and make; the TensorRT headers are fetched from the TensorRT OSS repository if none are found.
@@ -53,14 +57,15 @@ def register(group: click.Group) -> None:
         def work() -> dict[str, Any]:
             from dcnconvert.backend.plugin import compile as plugin_build
 
-            result = plugin_build.build_plugin(tensorrt_version, archs, headers, headers_source, force, jobs)
+            result = plugin_build.build_plugin(tensorrt_version, archs, headers, headers_source, force, jobs,
+                                               runtime=runtime)
             log.get_logger().info("plugin library: %s (%s)", result.library,
                                   "cache hit" if result.cache_hit else f"built in {result.seconds:.1f} s")
             add_output("plugin_library", str(result.library))
             return result.to_dict()
 
         run_command("plugin build", json_mode, work, render=lambda r: r.get("plugin_library"),
-                    inputs={"tensorrt_version": tensorrt_version, "archs": list(archs)})
+                    inputs={"runtime": runtime, "tensorrt_version": tensorrt_version, "archs": list(archs)})
 
 
 __all__ = ["register"]

@@ -1,14 +1,21 @@
 # dcnconvert TensorRT plugin and its C++ harness; included by plugin_src/Makefile.
 #
 #   make plugin    build/plugin/libdcnconvert_plugin.so, copied to dcnconvert/_lib/trt<major>/ (the
-#                  TensorRT major version of the headers), where dcnconvert looks for it
+#                  TensorRT major version of the headers), where dcnconvert looks for it; with
+#                  PLUGIN_RUNTIME=tensorrt-rtx (TensorRT 11 headers), the library for TensorRT-RTX 1.5+,
+#                  copied to dcnconvert/_lib/rtx1/
+#   make plugin-rtx  the same as make plugin PLUGIN_RUNTIME=tensorrt-rtx
 #   make harness   build/plugin/dcn_harness (drives the plugin as TensorRT does; tests/harness/)
 #
 #   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h, used as given (no fallback when it lacks NvInfer.h)
 #   TRT_ROOT              a TensorRT tarball; $(TRT_ROOT)/include is searched first, then the usual
 #                         install folders (TRT_SEARCH_DIRS below)
-#   PLUGIN_BUILD_DIR      where the plugin objects, library and harness go (default build/plugin)
-#   PLUGIN_INSTALL_DIR    where `make plugin` copies the library (default dcnconvert/_lib/trt<major>)
+#   PLUGIN_RUNTIME        tensorrt (default) or tensorrt-rtx: the runtime the library registers in
+#                         (trt/runtimeGuard.h); only the glue differs, the CUDA core objects are shared
+#   PLUGIN_BUILD_DIR      where the plugin objects, library and harness go (default build/plugin, and
+#                         build/plugin-rtx for tensorrt-rtx)
+#   PLUGIN_INSTALL_DIR    where `make plugin` copies the library (default dcnconvert/_lib/trt<major>, or
+#                         dcnconvert/_lib/rtx1)
 #
 # The library links the CUDA runtime statically (nvcc's default; no libcudart.so needed at run
 # time) and does NOT link libnvinfer: it finds TensorRT's plugin registry at load time
@@ -16,8 +23,20 @@
 
 TENSORRT_INCLUDE_DIR ?=
 TRT_ROOT ?=
+PLUGIN_RUNTIME ?= tensorrt
+ifeq ($(PLUGIN_RUNTIME),tensorrt)
 PLUGIN_BUILD_DIR ?= $(BUILD_DIR)/plugin
 PLUGIN_INSTALL_DIR ?= $(abspath $(CURDIR)/../dcnconvert/_lib)/trt$(TRT_MAJOR)
+RUNTIME_DEFS :=
+else ifeq ($(PLUGIN_RUNTIME),tensorrt-rtx)
+# TensorRT-RTX 1.5 and newer have TensorRT 11's plugin registry, ILogger and ILoggerFinder.
+RTX_HEADERS_MAJOR := 11
+PLUGIN_BUILD_DIR ?= $(BUILD_DIR)/plugin-rtx
+PLUGIN_INSTALL_DIR ?= $(abspath $(CURDIR)/../dcnconvert/_lib)/rtx1
+RUNTIME_DEFS := -DDCN_RUNTIME_TENSORRT_RTX=1
+else
+$(error PLUGIN_RUNTIME=$(PLUGIN_RUNTIME): give tensorrt or tensorrt-rtx)
+endif
 
 TRT_SEARCH_DIRS := $(if $(TRT_ROOT),$(TRT_ROOT)/include) /usr/include/x86_64-linux-gnu /usr/include/aarch64-linux-gnu \
                    /usr/include /usr/local/tensorrt/include /opt/tensorrt/include
@@ -33,8 +52,10 @@ TRT_MAJOR := $(if $(TRT_INCLUDE),$(shell sed -n 's/^\#define \(NV_TENSORRT_MAJOR
 
 # Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
 TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
-            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/registration.cpp
-TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/checkMacros.h $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
+            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/registration.cpp \
+            trt/runtimeGuard.cpp
+TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/checkMacros.h trt/runtimeGuard.h \
+            $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
 # The core compiled for the plugin: position independent, its C API hidden (only the plugin's
 # two entry points are exported). Shared by plugin builds against different TensorRT headers.
@@ -53,16 +74,16 @@ HARNESS_HDRS := $(addprefix $(HARNESS_DIR)/,harness.h cpuChecks.h gpuCases.h)
 HARNESS_BIN := $(PLUGIN_BUILD_DIR)/dcn_harness
 
 TRT_CXXFLAGS := -std=c++17 -O2 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Xcompiler -Wall \
-                -Xcompiler -Wextra -isystem $(TRT_INCLUDE)
+                -Xcompiler -Wextra -isystem $(TRT_INCLUDE) $(RUNTIME_DEFS)
 # The architectures the library carries, written into it (registration.cpp's build-info line).
 PLUGIN_ARCHS_DEF := -DDCN_BUILD_ARCHS='"$(strip $(SASS_ARCHS) $(PTX_ARCH))"'
 
-.PHONY: plugin plugin-lib harness check-trt-headers clean-plugin
+.PHONY: plugin plugin-lib plugin-rtx harness check-trt-headers clean-plugin
 
-# Records the header folder and architectures used, so that switching either rebuilds the glue
+# Records the header folder, architectures and runtime used, so that switching any rebuilds the glue
 # (updated at parse time).
 TRT_STAMP := $(PLUGIN_BUILD_DIR)/trt-include.txt
-dcn_stamp_text := $(abspath $(TRT_INCLUDE)) $(strip $(SASS_ARCHS) $(PTX_ARCH))
+dcn_stamp_text := $(abspath $(TRT_INCLUDE)) $(strip $(SASS_ARCHS) $(PTX_ARCH)) $(PLUGIN_RUNTIME)
 ifneq ($(TRT_INCLUDE),)
 ifneq ($(filter plugin plugin-lib harness,$(MAKECMDGOALS)),)
 dcn_stamp := $(shell mkdir -p $(PLUGIN_BUILD_DIR) && { echo '$(dcn_stamp_text)' | cmp -s - $(TRT_STAMP) \
@@ -73,6 +94,10 @@ endif
 plugin: check-trt-headers $(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so
 
 plugin-lib: check-trt-headers $(PLUGIN_LIB)
+
+# The TensorRT-RTX library (TensorRT 11 headers), installed to dcnconvert/_lib/rtx1/.
+plugin-rtx:
+	$(MAKE) plugin PLUGIN_RUNTIME=tensorrt-rtx
 
 harness: check-trt-headers $(PLUGIN_LIB) $(HARNESS_BIN)
 
@@ -85,6 +110,10 @@ ifeq ($(TRT_INCLUDE),)
 	@echo "https://github.com/NVIDIA/TensorRT). Point the build at them with" >&2
 	@echo "  make plugin TENSORRT_INCLUDE_DIR=/path/to/TensorRT/include" >&2
 	@echo "or set TRT_ROOT=/path/to/TensorRT (uses TRT_ROOT/include)." >&2
+	@exit 1
+else ifneq ($(if $(RTX_HEADERS_MAJOR),$(filter-out $(RTX_HEADERS_MAJOR),$(TRT_MAJOR))),)
+	@echo "error: PLUGIN_RUNTIME=tensorrt-rtx needs TensorRT $(RTX_HEADERS_MAJOR) headers (TensorRT-RTX 1.5+ has" >&2
+	@echo "their plugin ABI), but $(TRT_INCLUDE) holds TensorRT $(TRT_MAJOR)'s: set TENSORRT_INCLUDE_DIR" >&2
 	@exit 1
 else
 	@command -v $(NVCC) >/dev/null 2>&1 || { echo "error: '$(NVCC)' not found; install the CUDA toolkit or set NVCC=/path/to/nvcc" >&2; exit 1; }

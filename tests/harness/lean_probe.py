@@ -1,31 +1,32 @@
-"""Drives the plugin library inside a real TensorRT runtime (``tensorrt_lean_bindings``), as the ONNX
-parser and the engine deserializer would, and prints what happened as one JSON object on stdout.
+"""Drives the plugin library inside a real TensorRT runtime (``tensorrt_lean_bindings``, or
+``tensorrt_rtx``), as the ONNX parser and the engine deserializer would, and prints what happened as one
+JSON object on stdout.
 
 Run by ``tests/backend/plugin/test_lean_runtimes.py`` in a subprocess whose ``PYTHONPATH`` holds one
-lean runtime (a folder made by ``pip install --target``), so that each TensorRT version gets a process
-of its own and a crash is seen as an exit status, never as the test process dying. Usage::
+lean runtime (a folder made by ``pip install --target``), and by ``test_rtx_runtime.py`` with
+TensorRT-RTX, so that each runtime gets a process of its own and a crash is seen as an exit status,
+never as the test process dying. Usage::
 
     python lean_probe.py SPEC.json
 
-SPEC: ``{"library", "route": "load_library" | "ctypes", "name", "version", "namespace",
-"cases": [{"id", "fields": [[name, "int32" | "int64" | "float32", [values...]], ...]}]}``. For each
-case a plugin is created in the BUILD and the RUNTIME phase. Needs only numpy and the bindings.
+SPEC: ``{"module" (default "tensorrt_lean_bindings"), "library", "route": "load_library" | "ctypes",
+"name", "version", "namespace", "cases": [{"id", "fields": [[name, "int32" | "int64" | "float32",
+[values...]], ...]}]}``. For each case a plugin is created in the BUILD and the RUNTIME phase. Needs
+only numpy and the bindings.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import sys
+from types import ModuleType
 
 import numpy as np
-import tensorrt_lean_bindings as trt
 
-DTYPES = {
-    "int32": (np.int32, trt.PluginFieldType.INT32),
-    "int64": (np.int64, trt.PluginFieldType.INT64),
-    "float32": (np.float32, trt.PluginFieldType.FLOAT32),
-}
+trt: ModuleType  # the runtime's Python module, imported by main() as the spec says
+DTYPES: dict = {}
 
 
 def matching(registry, name: str) -> list[list[str]]:
@@ -54,7 +55,11 @@ def create(creator, case: dict, phase) -> dict:
 
 
 def main(spec_path: str) -> int:
+    global trt
     spec = json.loads(open(spec_path).read())
+    trt = importlib.import_module(spec.get("module", "tensorrt_lean_bindings"))
+    DTYPES.update(int32=(np.int32, trt.PluginFieldType.INT32), int64=(np.int64, trt.PluginFieldType.INT64),
+                  float32=(np.float32, trt.PluginFieldType.FLOAT32))
     registry = trt.get_plugin_registry()
     result: dict = {"tensorrt_version": trt.__version__, "route": spec["route"]}
     if spec["route"] == "ctypes":

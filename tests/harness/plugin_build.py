@@ -103,6 +103,31 @@ def build(include_dir: Path) -> Built:
     )
 
 
+@functools.cache
+def build_rtx(include_dir: Path) -> Path:
+    """Builds the TensorRT-RTX library (``PLUGIN_RUNTIME=tensorrt-rtx``, TensorRT 11 headers) against
+    ``include_dir`` into ``build/test-plugin/rtx-<tag>/``; the CUDA core objects are those of
+    :func:`build` (same architectures)."""
+    compiler = nvcc()
+    if compiler is None:
+        raise BuildError("nvcc not found on PATH (set NVCC)")
+    out = BUILD_ROOT / f"rtx-{_tag(include_dir)}"
+    proc = make(
+        "plugin-lib",
+        "PLUGIN_RUNTIME=tensorrt-rtx",
+        f"TENSORRT_INCLUDE_DIR={include_dir}",
+        f"BUILD_DIR={BUILD_ROOT}",
+        f"PLUGIN_BUILD_DIR={out}",
+        f"CUDA_ARCHS={TEST_ARCHS}",
+        f"PTX_ARCH={TEST_PTX}",
+        f"NVCC={compiler}",
+    )
+    if proc.returncode != 0:
+        raise BuildError(f"make plugin-lib PLUGIN_RUNTIME=tensorrt-rtx against {include_dir} failed:\n"
+                         f"{proc.stdout}{proc.stderr}")
+    return out / "libdcnconvert_plugin.so"
+
+
 def run_harness(
     built: Built, *args: str, env: dict | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess:
@@ -174,6 +199,22 @@ def run_lean_probe(runtime: Path, spec: dict, spec_path: Path,
     dropped = ("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", "PYTHONPATH")
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYTHONPATH"] = str(runtime)
+    proc = subprocess.run([sys.executable, str(LEAN_PROBE), str(spec_path)], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
+
+
+def run_rtx_probe(spec: dict, spec_path: Path,
+                  timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict | None]:
+    """Runs lean_probe.py on ``spec`` inside TensorRT-RTX (module ``tensorrt_rtx`` of this Python), in a
+    process of its own started with the loader link first on LD_LIBRARY_PATH (what dcnconvert does for
+    TensorRT-RTX processes); returns the process and its JSON result (None if it died or printed none)."""
+    from dcnconvert.backend.trt import rtx
+
+    spec_path.write_text(json.dumps({**spec, "module": rtx.MODULE}))
+    dropped = ("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", "PYTHONPATH")
+    env = {k: v for k, v in rtx.loader_environment().items() if k not in dropped}
     proc = subprocess.run([sys.executable, str(LEAN_PROBE), str(spec_path)], capture_output=True, text=True,
                           timeout=timeout, env=env, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]

@@ -1,10 +1,13 @@
 """``dcnconvert plugin build``: compile the plugin library for one TensorRT release and cache it.
 
-Wheels carry a library per TensorRT major version; a source install, or a TensorRT no wheel was built
-for, needs one compiled here. :func:`build_plugin` finds nvcc (:func:`find_nvcc`), the TensorRT version
-(given, else the installed one), the architectures (given, else the local GPUs', :func:`gpu_archs`) and
-the headers (:mod:`dcnconvert.backend.plugin.headers`), then runs the plugin's own make rules
-(``make -C <plugin sources> plugin-lib``, plugin_src/trt/plugin.mk) and puts the library in the cache::
+Wheels carry a library per TensorRT major version and one for TensorRT-RTX; a source install, or a
+TensorRT no wheel was built for, needs one compiled here. :func:`build_plugin` finds nvcc
+(:func:`find_nvcc`), the runtime's version (given, else the installed one), the architectures (given,
+else the local GPUs', :func:`gpu_archs`) and the headers (:mod:`dcnconvert.backend.plugin.headers`):
+those of the TensorRT major, or TensorRT 11's for ``runtime="tensorrt-rtx"`` (the ABI TensorRT-RTX
+1.5+ has, :mod:`dcnconvert.backend.plugin.runtimes`). Then it runs the plugin's own make rules (``make -C
+<plugin sources> plugin-lib [PLUGIN_RUNTIME=tensorrt-rtx]``, plugin_src/trt/plugin.mk) and puts the
+library in the cache::
 
     <cache>/plugins/<key>/libdcnconvert_plugin.so          what plugin_lib.choose_plugin_library() loads
     <cache>/plugins/<key>/build.json                       what it was built for and from
@@ -12,8 +15,8 @@ the headers (:mod:`dcnconvert.backend.plugin.headers`), then runs the plugin's o
                                                            for every TensorRT version
     <cache>/build/cuda<V>-<sources>/glue/<key>/            the TensorRT glue's objects
 
-The key (:func:`cache_key`) covers the TensorRT version, the CUDA version, the architectures and the
-plugin sources' hash; the same key again is a cache hit (no make) unless ``force``. An entry appears
+The key (:func:`cache_key`) covers the runtime and its version, the CUDA version, the architectures and
+the plugin sources' hash; the same key again is a cache hit (no make) unless ``force``. An entry appears
 whole or not at all: it is assembled in ``<cache>/tmp`` and renamed into place. Builds sharing a build
 folder take turns (a lock file beside it).
 """
@@ -41,6 +44,7 @@ from typing import Any
 from dcnconvert import __version__, log
 from dcnconvert.backend.plugin import headers as plugin_headers
 from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.plugin import runtimes
 from dcnconvert.backend.plugin.toolchain import Nvcc, check_archs, find_nvcc, gpu_archs, parse_archs, ptx_arch
 from dcnconvert.backend.trt.versions import INSTALL_COMMAND, MIN_VERSION, api_for, version_tuple
 from dcnconvert.errors import BuildError, MissingDependencyError, OutputError, UsageError
@@ -53,10 +57,14 @@ _MAKE_ENV_DROPPED = ("MAKEFLAGS", "MFLAGS", "NVCCFLAGS", "EXTRA_NVCCFLAGS", "TRT
                      "TENSORRT_INCLUDE_DIR", "CUDA_ARCHS", "PTX_ARCH", "PLUGIN_INSTALL_DIR")
 
 
-def cache_key(tensorrt_version: str, cuda_version: str, archs: Sequence[str], sources_digest: str) -> str:
+def cache_key(tensorrt_version: str, cuda_version: str, archs: Sequence[str], sources_digest: str,
+              runtime: str = runtimes.TENSORRT) -> str:
     """The cache entry's folder name: readable, plus a digest of everything it depends on."""
-    ident = json.dumps([tensorrt_version, cuda_version, list(archs), ptx_arch(archs), sources_digest])
-    readable = re.sub(r"[^A-Za-z0-9._-]", "_", f"trt{tensorrt_version}-cuda{cuda_version}-{'-'.join(archs)}")
+    parts: list[Any] = [tensorrt_version, cuda_version, list(archs), ptx_arch(archs), sources_digest]
+    ident = json.dumps(parts if runtime == runtimes.TENSORRT else [runtime, *parts])
+    prefix = runtimes.bundled_folder_prefix(runtime)
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_",
+                      f"{prefix}{tensorrt_version}-cuda{cuda_version}-{'-'.join(archs)}")
     return f"{readable}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}"
 
 
@@ -75,6 +83,7 @@ class BuildResult:
     cuda_version: str
     seconds: float
     build_info: dict[str, str] = dataclasses.field(default_factory=dict)
+    runtime: str = runtimes.TENSORRT  #: ``tensorrt_version`` is TensorRT-RTX's for ``tensorrt-rtx``
 
     @classmethod
     def from_record(cls, lib: Path, record: dict[str, Any], cache_hit: bool, seconds: float) -> BuildResult:
@@ -82,7 +91,8 @@ class BuildResult:
         got = {name: str(record.get(name)) for name in ("tensorrt_version", "headers_version", "headers_dir",
                                                          "ptx_arch", "cuda_version")}
         return cls(lib, cache_hit, lib.parent.name, archs=tuple(record.get("archs") or ()), seconds=seconds,
-                   build_info=plugin_lib.library_build_info(lib), **got)
+                   build_info=plugin_lib.library_build_info(lib),
+                   runtime=str(record.get("runtime") or runtimes.TENSORRT), **got)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``plugin build --json``): the fields, ``library`` as ``plugin_library``."""
@@ -104,6 +114,38 @@ def _tensorrt_version(given: str | None) -> str:
                          hint=f"install TensorRT ({INSTALL_COMMAND}) or pass --tensorrt-version X.Y.Z")
     api_for(found[0])  # an installed TensorRT too old: MissingDependencyError with the upgrade command
     return found[0]
+
+
+def _rtx_version(given: str | None) -> str:
+    """The TensorRT-RTX to build for: the given one, else the installed one, else just its major (the
+    library is the same for every TensorRT-RTX it serves)."""
+    if given:
+        parts = version_tuple(given)
+        oldest = ".".join(map(str, runtimes.RTX_MIN_VERSION))
+        if len(parts) < 2 or parts[0] != runtimes.RTX_MAJOR or parts[:2] < runtimes.RTX_MIN_VERSION:
+            raise UsageError(f"--tensorrt-version {given}: not a TensorRT-RTX version the TensorRT-RTX "
+                             f"library serves ({oldest} or newer {runtimes.RTX_MAJOR}.x)",
+                             hint="give one such as 1.7.1.116")
+        return given
+    found = runtimes.installed_rtx()
+    if found is not None:
+        runtimes.check_rtx_version(found[0], "the installed TensorRT-RTX")
+        return found[0]
+    return str(runtimes.RTX_MAJOR)
+
+
+def _rtx_headers(headers: str | os.PathLike[str] | None, source: str | None) -> plugin_headers.Headers:
+    """TensorRT 11's headers for the TensorRT-RTX library (its ABI), ``headers`` as given if it holds them."""
+    wanted = runtimes.RTX_HEADERS_MAJOR
+    if headers is not None:
+        version = plugin_headers.header_version(headers)
+        if (Path(headers) / "NvInfer.h").is_file() and version_tuple(version or "")[:1] != (wanted,):
+            since = ".".join(map(str, runtimes.RTX_MIN_VERSION))
+            raise UsageError(f"--headers {headers} holds TensorRT {version or '(unknown version)'} headers, "
+                             f"but the TensorRT-RTX library is built with TensorRT {wanted}'s (the plugin "
+                             f"interfaces TensorRT-RTX {since}+ has)",
+                             hint=f"give the include/ folder of TensorRT {wanted}, or drop --headers")
+    return plugin_headers.find_headers(runtimes.RTX_HEADERS_VERSION, headers, source)
 
 
 def _cached(entry: Path, sources_digest: str) -> dict[str, Any] | None:
@@ -197,17 +239,20 @@ def _install(entry: Path, lib: Path, record: dict[str, Any]) -> None:
 
 def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
                  headers: str | os.PathLike[str] | None = None, headers_source: str | None = None,
-                 force: bool = False, jobs: int | None = None) -> BuildResult:
+                 force: bool = False, jobs: int | None = None,
+                 runtime: str = runtimes.TENSORRT) -> BuildResult:
     """Build (or find in the cache) the plugin library for a TensorRT release; see the module docstring.
 
     Args:
-        tensorrt_version: the TensorRT to build for (default: the installed one).
+        tensorrt_version: the TensorRT to build for (default: the installed one); with
+            ``runtime="tensorrt-rtx"``, the TensorRT-RTX (default: the installed one, else any 1.5+).
         archs: ``--arch`` values (default: the local GPUs').
         headers: a folder holding ``NvInfer.h``, used as given (a cached library built with other
             headers is rebuilt).
         headers_source: where to fetch headers from (:func:`dcnconvert.backend.plugin.headers.fetch_headers`).
         force: build even when the cache has the library (``make -B``: everything is recompiled).
         jobs: make's ``-j`` (default: the number of CPUs).
+        runtime: ``"tensorrt"`` or ``"tensorrt-rtx"``: the runtime the library registers in.
 
     Raises:
         UsageError: no TensorRT version, no architecture, a bad value.
@@ -217,17 +262,21 @@ def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
     """
     started = time.perf_counter()
     logger = log.get_logger(__name__)
-    trt = _tensorrt_version(tensorrt_version)
+    rtx = runtimes.check_runtime(runtime) == runtimes.TENSORRT_RTX
+    trt = _rtx_version(tensorrt_version) if rtx else _tensorrt_version(tensorrt_version)
     nvcc = find_nvcc()
     arch_list = parse_archs(archs) if archs else gpu_archs()
     check_archs(arch_list, nvcc)
     ptx = ptx_arch(arch_list)
     sources = plugin_lib.plugin_sources()
     digest = plugin_lib.source_hash(sources)
-    key = cache_key(trt, nvcc.version, arch_list, digest)
+    key = cache_key(trt, nvcc.version, arch_list, digest, runtime)
     root = plugin_lib.cache_root().absolute()  # make runs in the plugin sources: no relative path
     entry = root / "plugins" / key
-    given = plugin_headers.find_headers(trt, headers) if headers is not None else None
+    if rtx:
+        given = _rtx_headers(headers, None) if headers is not None else None
+    else:
+        given = plugin_headers.find_headers(trt, headers) if headers is not None else None
 
     def hit() -> BuildResult | None:
         record = None if force else _cached(entry, digest)
@@ -249,7 +298,12 @@ def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
         raise MissingDependencyError("make not found on PATH (the plugin's build rules are a Makefile)",
                                      hint="install GNU make (e.g. apt-get install make)")
     with _cache_errors(root):
-        hdr = given or plugin_headers.find_headers(trt, None, headers_source)
+        if given is not None:
+            hdr = given
+        elif rtx:
+            hdr = _rtx_headers(None, headers_source)
+        else:
+            hdr = plugin_headers.find_headers(trt, None, headers_source)
     build_dir = root / "build" / f"cuda{nvcc.version}-{digest[:12]}"
     glue = build_dir / "glue" / key
     for path in (p for p in (sources, build_dir, hdr.include_dir, nvcc.path) if re.search(r"\s", str(p))):
@@ -259,22 +313,27 @@ def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
         found = hit()  # another process may have built it meanwhile
         if found is not None:
             return found
-        what = f"the plugin for TensorRT {trt}"
+        what = f"the plugin for {runtimes.label(runtime)} {trt}"
         jobs = jobs or os.cpu_count() or 1
         logger.info("building %s: headers %s (%s, %s), CUDA %s (%s), SASS %s + PTX %s, make -j%d; the CUDA "
                     "core takes minutes per architecture the first time, later builds reuse it (%s)", what,
                     hdr.version, hdr.include_dir, hdr.origin, nvcc.version, nvcc.path, " ".join(arch_list),
                     ptx, jobs, build_dir)
         _run_make([make, "-C", str(sources), f"-j{jobs}", *(["-B"] if force else []), "plugin-lib",
-                   f"TENSORRT_INCLUDE_DIR={hdr.include_dir}", f"CUDA_ARCHS={' '.join(arch_list)}",
+                   f"PLUGIN_RUNTIME={runtime}", f"TENSORRT_INCLUDE_DIR={hdr.include_dir}",
+                   f"CUDA_ARCHS={' '.join(arch_list)}",
                    f"PTX_ARCH={ptx}", f"BUILD_DIR={build_dir}", f"PLUGIN_BUILD_DIR={glue}",
                    f"NVCC={nvcc.path}"], nvcc.path, what)
         lib = glue / plugin_lib.LIB_NAME
         info = plugin_lib.library_build_info(lib)
-        if not lib.is_file() or version_tuple(info.get("tensorrt_headers", ""))[:1] != version_tuple(trt)[:1]:
-            raise BuildError(f"make succeeded but {lib} is missing or not built for TensorRT {trt} (its "
-                             f"build info: {info or 'none'})", hint="rerun with --force -v")
-        record = {"tensorrt_version": trt, "source_hash": digest, "headers_version": hdr.version,
+        headers_major = runtimes.RTX_HEADERS_MAJOR if rtx else version_tuple(trt)[0]
+        if (not lib.is_file() or version_tuple(info.get("tensorrt_headers", ""))[:1] != (headers_major,)
+                or runtimes.library_runtime(info) != runtime):
+            raise BuildError(f"make succeeded but {lib} is missing or not built for "
+                             f"{runtimes.label(runtime)} {trt} (its build info: {info or 'none'})",
+                             hint="rerun with --force -v")
+        record = {"runtime": runtime, "tensorrt_version": trt, "source_hash": digest,
+                  "headers_version": hdr.version,
                   "headers_dir": str(hdr.include_dir), "headers_origin": hdr.origin,
                   "cuda_version": nvcc.version, "nvcc": str(nvcc.path), "archs": list(arch_list),
                   "ptx_arch": ptx, "key": key, "dcnconvert_version": __version__, "library_build_info": info,

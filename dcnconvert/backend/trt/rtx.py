@@ -20,7 +20,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dcnconvert.errors import MissingDependencyError
+from dcnconvert.cache import cache_root
+from dcnconvert.errors import MissingDependencyError, OutputError
 
 __all__ = ["CORE_LIBRARY", "DISTRIBUTIONS", "INSTALL_COMMAND", "MODULE", "core_library", "installed_version",
            "link_dir", "loader_environment"]
@@ -71,15 +72,12 @@ def link_dir(cache: Path | None = None) -> Path:
     here, atomically: concurrent processes never see a half-made link).
 
     Args:
-        cache: dcnconvert's cache folder (default :func:`dcnconvert.backend.plugin.library.cache_root`).
+        cache: dcnconvert's cache folder (default :func:`dcnconvert.cache.cache_root`).
 
     Raises:
         MissingDependencyError: TensorRT-RTX's libraries are not installed.
         OutputError: the cache folder cannot be written.
     """
-    from dcnconvert.backend.plugin.library import cache_root
-    from dcnconvert.errors import OutputError
-
     target = core_library()
     folder = (cache if cache is not None else cache_root()) / "tensorrt-rtx" / "lib"
     link = folder / CORE_LIBRARY

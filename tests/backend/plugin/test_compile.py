@@ -47,6 +47,7 @@ for arg in "$@"; do
     PLUGIN_BUILD_DIR=*) out="${arg#*=}" ;;
     NVCC=*) nvcc="${arg#*=}" ;;
     TENSORRT_INCLUDE_DIR=*) inc="${arg#*=}" ;;
+    PLUGIN_RUNTIME=tensorrt-rtx) runtime="runtime=tensorrt-rtx runtime_major=1 runtime_min_minor=5 " ;;
   esac
 done
 if [ -n "$FAKE_MAKE_FAIL" ]; then
@@ -62,8 +63,8 @@ echo "$nvcc -O3 -c -o /x/dcnFused.o core/dcnFused.cu"
 echo "$nvcc -std=c++17 -c -o $out/registration.o trt/registration.cpp"
 echo "$nvcc -shared -cudart static -o $out/libdcnconvert_plugin.so.tmp x.o"
 mkdir -p "$out"
-printf 'ELF\000dcnconvert-plugin-build-info: tensorrt_headers=%s cuda_runtime=13000 %s\000' \
-  "$(v MAJOR).$(v MINOR).$(v PATCH)" "archs=sm_90a compute_90" > "$out/libdcnconvert_plugin.so"
+printf 'ELF\000dcnconvert-plugin-build-info: tensorrt_headers=%s %scuda_runtime=13000 %s\000' \
+  "$(v MAJOR).$(v MINOR).$(v PATCH)" "$runtime" "archs=sm_90a compute_90" > "$out/libdcnconvert_plugin.so"
 """
 #: ``plugin build`` for TensorRT 10.16.1.11 and sm_90.
 BUILD = ("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
@@ -421,6 +422,48 @@ def test_build_cache_hit_force_and_plugin_path(fake_tools, tmp_path):
     res = invoke(*args, "--force", "--json")
     assert res.exit_code == 0 and one_json(res.stdout)["cache_hit"] is False
     assert " -B " in fake_tools.read_text().splitlines()[-1]
+
+
+def test_tensorrt_rtx_build_uses_tensorrt_11_headers(fake_tools, tmp_path, monkeypatch):
+    ten = fake_include(tmp_path / "trt10" / "include", 10, 16, 0)
+    eleven = fake_include(tmp_path / "trt11" / "include", 11, 1, 0)
+    monkeypatch.setenv("TENSORRT_INCLUDE_DIR", f"{ten}{os.pathsep}{eleven}")
+    args = ["plugin", "build", "--runtime", "tensorrt-rtx", "--tensorrt-version", "1.7.1.116", "--arch",
+            "sm_86"]
+    res = invoke(*args, "--json")
+    assert res.exit_code == 0, res.stderr
+    obj = one_json(res.stdout)
+    assert obj["runtime"] == "tensorrt-rtx" and obj["tensorrt_version"] == "1.7.1.116"
+    assert obj["headers_dir"] == str(eleven.resolve())
+    assert obj["key"].startswith("rtx1.7.1.116-cuda13.0.88-sm_86-")
+    assert obj["build_info"]["runtime"] == "tensorrt-rtx" and obj["cache_hit"] is False
+    (call,) = fake_tools.read_text().splitlines()
+    assert "PLUGIN_RUNTIME=tensorrt-rtx" in call and f"TENSORRT_INCLUDE_DIR={eleven.resolve()}" in call
+    lib = Path(obj["plugin_library"])
+    record = json.loads((lib.parent / plugin_lib.BUILD_INFO_FILE).read_text())
+    assert record["runtime"] == "tensorrt-rtx" and record["headers_version"] == "11.1.0"
+    # the TensorRT build of the same sources is another entry; each runtime finds its own
+    res = invoke("plugin", "build", "--tensorrt-version", "11.4.0", "--arch", "sm_86", "--headers", eleven)
+    assert res.exit_code == 0 and Path(res.stdout.strip()) != lib
+    assert "PLUGIN_RUNTIME=tensorrt " in fake_tools.read_text().splitlines()[-1]
+    found = invoke("plugin-path", "--runtime", "tensorrt-rtx", "--tensorrt-version", "1.6.1", "--json")
+    obj = one_json(found.stdout)
+    assert obj["origin"] == "cache" and obj["plugin_library"] == str(lib) and obj["runtime"] == "tensorrt-rtx"
+    obj = one_json(invoke("plugin-path", "--tensorrt-version", "11.4.0", "--json").stdout)
+    assert obj["plugin_library"] == res.stdout.strip() and obj["runtime"] == "tensorrt"
+    assert one_json(invoke(*args, "--json").stdout)["cache_hit"] is True
+
+
+def test_tensorrt_rtx_build_refuses_other_headers_and_versions(fake_tools, tmp_path):
+    ten = fake_include(tmp_path / "trt10" / "include", 10, 16, 0)
+    res = invoke("plugin", "build", "--runtime", "tensorrt-rtx", "--arch", "sm_86", "--headers", ten)
+    assert res.exit_code == 2
+    (line,) = error_lines(res)
+    assert f"--headers {ten} holds TensorRT 10.16.0 headers" in line and "TensorRT 11's" in line
+    res = invoke("plugin", "build", "--runtime", "tensorrt-rtx", "--tensorrt-version", "1.4.0", "--arch",
+                 "sm_86")
+    assert res.exit_code == 2 and "1.5 or newer 1.x" in error_lines(res)[0]
+    assert not fake_tools.exists()
 
 
 def test_make_failure_leaves_no_entry(fake_tools, tmp_path, monkeypatch):
