@@ -105,16 +105,21 @@ def describe_network(trt: Any, network: Any) -> dict[str, Any]:
     return {"layers": int(network.num_layers), "plugin_layers": plugins}
 
 
-def check_plugin_types(network: dict[str, Any], ours: Sequence[str], strongly_typed: bool) -> None:
+def check_plugin_types(described: dict[str, Any], ours: Sequence[str], strongly_typed: bool) -> None:
     """Refuse, naming the node, a plugin layer of ours whose input types the plugin cannot take (the
     builder would only say that no format combination was found, without naming the layer): every
     input FLOAT, HALF or BF16, and in a strongly typed network all of one type.
 
+    Args:
+        described: :func:`describe_network`'s answer.
+        ours: the names of our plugin's nodes.
+        strongly_typed: whether the network is strongly typed.
+
     Raises:
-        BuildError: a layer of ``ours`` (node names) with other input types.
+        BuildError: a layer of ``ours`` with other input types.
     """
     names = set(ours)
-    for layer in network.get("plugin_layers", []):
+    for layer in described.get("plugin_layers", []):
         if layer["name"] not in names:
             continue
         types = layer["inputs"]

@@ -56,17 +56,17 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def plugin_lib() -> Path:
-    """The plugin library built against TensorRT 10 headers (TensorRT-RTX registers it through
-    IPluginRegistry::loadLibrary)."""
+    """The TensorRT-RTX plugin library (built against TensorRT 11's headers, whose plugin ABI
+    TensorRT-RTX 1.5 and newer share)."""
     sys.path.insert(0, str(REPO / "tests" / "harness"))
     import plugin_build as pb
 
     if pb.nvcc() is None:
         pytest.skip("trt_rtx: nvcc is needed to build the plugin library")
-    tens = {major: folder for major, folder in pb.oldest_per_major(trt_header_dirs()).items() if major == 10}
-    if not tens:
-        pytest.skip("trt_rtx: TensorRT 10 headers are needed to build the plugin library")
-    return pb.build(tens[10]).lib
+    elevens = pb.oldest_per_major(trt_header_dirs()).get(11)
+    if elevens is None:
+        pytest.skip("trt_rtx: TensorRT 11 headers are needed to build the TensorRT-RTX plugin library")
+    return pb.build_rtx(elevens)
 
 
 def convert(model: Path, out: Path, lib: Path, *args) -> tuple[object, dict]:
