@@ -115,6 +115,25 @@ def rtx_available() -> str | None:
     return None
 
 
+def engine_builder_available() -> str | None:
+    """None if ``dcnconvert build`` can build here with its defaults (a usable TensorRT, or TensorRT-RTX
+    with a plugin library for it), else the reason."""
+    trt_reason = tensorrt_available()
+    if trt_reason is None:
+        return None
+    rtx_reason = rtx_available()
+    if rtx_reason is not None:
+        return f"{trt_reason}; {rtx_reason}"
+    from dcnconvert.backend.plugin import library
+    from dcnconvert.errors import DcnConvertError
+
+    try:
+        library.choose_plugin_library(runtime="tensorrt-rtx")
+    except DcnConvertError as exc:
+        return f"{trt_reason}; TensorRT-RTX is installed but has no plugin library here ({exc})"
+    return None
+
+
 @pytest.fixture
 def no_engine_runtime(monkeypatch):
     """As on a machine with neither TensorRT nor TensorRT-RTX, whichever this one has."""

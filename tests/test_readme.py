@@ -7,8 +7,9 @@ holding a copy of ``sample_models/``, with ``dcnconvert`` on PATH (a shim that r
 commands that need a GPU, TensorRT, nvcc or files the page does not make; ```text, ...) are shown,
 not run. Annotations in a line's trailing comment:
 
-* ``# needs TensorRT``: without a usable TensorRT the command must exit 4 (the fail-fast path);
-  with TensorRT the line is skipped here (the ``tensorrt`` tests build engines).
+* ``# needs TensorRT``: where nothing can build an engine (no usable TensorRT, and no TensorRT-RTX
+  with a plugin library for it) the command must exit 4 (the fail-fast path); where something can,
+  the line is skipped here (the ``tensorrt`` and ``trt_rtx`` tests build engines).
 * ``# exit N``: the command must exit with code N.
 * ``# not run by the docs test`` (or the older ``# not run by the README test``): skipped (the
   reason follows in the comment).
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import tensorrt_available
+from conftest import engine_builder_available
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -169,7 +170,7 @@ def scratch(tmp_path: Path) -> tuple[Path, dict]:
 
 def run_page(page: Path, work: Path, env: dict) -> tuple[int, list[str]]:
     """Run the runnable commands of ``page`` in ``work``: (how many ran, failures)."""
-    commands = parse_commands(page.read_text(), have_tensorrt=tensorrt_available() is None)
+    commands = parse_commands(page.read_text(), have_tensorrt=engine_builder_available() is None)
     runnable = [c for c in commands if c.expect is not None]
     name = page.relative_to(REPO)
     failures = []
@@ -194,7 +195,7 @@ def test_readme_commands(scratch):
     assert ran >= 8, "the README lost its runnable examples"
     assert not failures, "\n\n".join(failures)
     # the first command's promise: without TensorRT the rewritten model is written next to the engine
-    if tensorrt_available() is not None:
+    if engine_builder_available() is not None:
         assert (work / "out.onnx").is_file() and not (work / "out.engine").exists()
     assert (work / "rewritten.onnx").is_file() and (work / "reference.onnx").is_file()
 
