@@ -126,9 +126,10 @@ def source_hash(root: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def installed_tensorrt() -> tuple[str, str] | None:
-    """``(version, distribution)`` of the installed TensorRT Python package, or ``None``; imports nothing."""
-    for name in TENSORRT_DISTRIBUTIONS:
+def installed_tensorrt(distributions: tuple[str, ...] = TENSORRT_DISTRIBUTIONS) -> tuple[str, str] | None:
+    """``(version, distribution)`` of the installed TensorRT Python package (the first of
+    ``distributions`` installed), or ``None``; imports nothing."""
+    for name in distributions:
         try:
             version = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -10,16 +10,14 @@ runtime: versions come from the installed distributions' metadata.
 
 from __future__ import annotations
 
-from dcnconvert.backend.trt.versions import version_tuple
+from dcnconvert.backend.trt.versions import RUNTIMES, version_tuple
 from dcnconvert.errors import PluginLoadError, UsageError
 
 __all__ = ["RTX_HEADERS_MAJOR", "RTX_HEADERS_VERSION", "RTX_MAJOR", "RTX_MIN_VERSION", "RUNTIMES",
            "TENSORRT", "TENSORRT_RTX", "bundled_folder_prefix", "check_runtime", "check_rtx_version",
            "installed_rtx", "label", "library_runtime"]
 
-TENSORRT = "tensorrt"
-TENSORRT_RTX = "tensorrt-rtx"
-RUNTIMES = (TENSORRT, TENSORRT_RTX)
+TENSORRT, TENSORRT_RTX = RUNTIMES
 
 #: The TensorRT-RTX major version the TensorRT-RTX library is built for.
 RTX_MAJOR = 1

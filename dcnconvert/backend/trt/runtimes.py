@@ -12,12 +12,11 @@ else for TensorRT-RTX's own default, its portable set (Ampere and later; Turing 
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata as metadata
 import re
 from dataclasses import dataclass
 
 from dcnconvert.backend.trt import rtx
-from dcnconvert.backend.trt.versions import INSTALL_HINT, RTX_INSTALL_COMMAND, RUNTIMES, version_tuple
+from dcnconvert.backend.trt.versions import INSTALL_HINT, RTX_INSTALL_COMMAND, RUNTIMES
 from dcnconvert.errors import MissingDependencyError, UsageError
 
 __all__ = ["RTX_TARGETS", "RuntimeChoice", "check_rtx_can_run", "choose_runtime",
@@ -48,16 +47,12 @@ class RuntimeChoice:
 def _tensorrt_version() -> str | None:
     import importlib.util
 
+    from dcnconvert.backend.plugin.library import installed_tensorrt
+
     if importlib.util.find_spec("tensorrt") is None:
         return None
-    for name in TENSORRT_DISTRIBUTIONS:
-        try:
-            version = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-        if version_tuple(version):
-            return version
-    return None
+    found = installed_tensorrt(TENSORRT_DISTRIBUTIONS)
+    return found[0] if found else None
 
 
 def installed_runtimes() -> dict[str, str]:
