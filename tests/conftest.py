@@ -10,6 +10,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: The tiers a run must not skip ($DCNCONVERT_REQUIRED_TIERS), and the per-tier table at the end.
+pytest_plugins = ["support.tiers"]
+
 TRT_HEADER_CANDIDATES = (
     "/usr/include/x86_64-linux-gnu",
     "/usr/include/aarch64-linux-gnu",

@@ -29,6 +29,8 @@ from dcnconvert.backend.plugin import library as plugin_lib
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import plugin_build as pb  # noqa: E402
 
+pytestmark = pytest.mark.wheel
+
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 
 

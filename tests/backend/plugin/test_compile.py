@@ -30,6 +30,8 @@ from dcnconvert.backend.plugin import library as plugin_lib
 from dcnconvert.backend.plugin import toolchain
 from dcnconvert.errors import MissingDependencyError, UsageError
 
+pytestmark = pytest.mark.plugin_build
+
 FAKE_NVCC = """#!/bin/sh
 case "$1" in
   --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
