@@ -14,6 +14,7 @@ Needs TensorRT-RTX (``trt_rtx``), TensorRT's headers and nvcc for the plugin lib
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -349,3 +350,23 @@ def test_json_is_one_object_on_stdout(plugin_lib, tmp_path):
     (line,) = proc.stdout.splitlines()
     assert json.loads(line)["engine"]["bytes"] == engine.stat().st_size
     assert "TensorRT build:" in proc.stderr  # the child's progress lines came through the parent's log
+
+
+@pytest.mark.parametrize("model, args", [
+    ("mmcv_MMCVModulatedDeformConv2d", ()),
+    ("mmcv_MMCVModulatedDeformConv2d", ("--precision", "fp16")),
+    ("dcn_resnet_block", ("--min-shapes", "x:1x16x16x16", "--opt-shapes", "x:2x16x32x32",
+                          "--max-shapes", "x:4x16x64x64")),
+], ids=["fp32", "fp16", "dynamic"])
+def test_the_commands_a_user_runs(model, args, plugin_lib, tmp_path):
+    """``dcnconvert convert MODEL -o out.engine --runtime tensorrt-rtx --compute-capabilities 8.6`` as a
+    user runs it, in a process of its own, with the library where dcnconvert looks for one it is given."""
+    env = {k: v for k, v in os.environ.items() if k != "POLYGRAPHY_USE_TENSORRT_RTX"}
+    env["DCNCONVERT_PLUGIN_LIB"] = str(plugin_lib)
+    proc = subprocess.run([sys.executable, "-m", "dcnconvert", "convert", str(SAMPLE_DIR / f"{model}.onnx"),
+                           "-o", "out.engine", "--runtime", "tensorrt-rtx", "--compute-capabilities", "8.6",
+                           *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "out.engine").stat().st_size > 0 and (tmp_path / "out.onnx").is_file()
+    assert "not found in plugin node" not in proc.stderr and "error:" not in proc.stderr
