@@ -14,7 +14,7 @@
  *
  * The TensorRT-RTX build's constructor also loads the forwarding object beside the library, so that
  * TensorRT-RTX's ONNX parser finds libtensorrt_rtx.so (rtxParserLink.h), on both ways and whether or not
- * the constructor registers.
+ * the constructor registers; getCreators() tries again, for a library loaded before TensorRT-RTX.
  *
  * A library runs only inside the runtime it was built for (runtimeGuard.h): TensorRT of its headers'
  * major, or TensorRT-RTX 1.5+ for the build made with DCN_RUNTIME_TENSORRT_RTX. The interfaces a
@@ -172,6 +172,9 @@ DCN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCrea
         {
             return nullptr;
         }
+#if defined(DCN_RUNTIME_TENSORRT_RTX)
+        linkRtxForParser(); // nothing to do when the constructor did it
+#endif
         static nvinfer1::IPluginCreatorInterface* const creators[] = {&creatorInterface()};
         std::lock_guard<std::mutex> lock(gRegistrationMutex);
         if (gSelfRegistry != nullptr)

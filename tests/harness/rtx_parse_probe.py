@@ -3,20 +3,20 @@ TensorRT-RTX's ONNX parser and builds an engine for compute capability 8.6 (no G
 JSON line per step done, flushed at once, so that a parent sees how far a process got that the parser
 aborted. Run by ``tests/backend/plugin/test_rtx_runtime.py`` in a process of its own. Usage::
 
-    python rtx_parse_probe.py LIBRARY ctypes|load_library NAME VERSION NAMESPACE [MODEL.onnx]
+    python rtx_parse_probe.py LIBRARY ROUTE NAME VERSION NAMESPACE [MODEL.onnx]
 
-``ctypes`` loads the library as Polygraphy's ``--plugins`` does (its constructor registers the creator),
-``load_library`` through the plugin registry (``IPluginRegistry::loadLibrary``, trtexec's
-``--dynamicPlugins``). Needs only the bindings.
+ROUTE: ``ctypes`` loads the library as Polygraphy's ``--plugins`` does (its constructor registers the
+creator), ``load_library`` through the plugin registry (``IPluginRegistry::loadLibrary``, trtexec's
+``--dynamicPlugins``), ``early_load_library`` loads it with ctypes before TensorRT-RTX is imported
+(its constructor finds no runtime), then through the registry. Needs only the bindings.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import sys
-
-import tensorrt_rtx as trt
 
 
 def say(**values) -> None:
@@ -26,6 +26,9 @@ def say(**values) -> None:
 def main(argv: list[str]) -> int:
     library, route, name, version, namespace = argv[:5]
     model = argv[5] if len(argv) > 5 else None
+    if route == "early_load_library":
+        ctypes.CDLL(library)
+    trt = importlib.import_module("tensorrt_rtx")
     logger = trt.Logger(trt.Logger.WARNING)
     registry = trt.get_plugin_registry()
     if route == "ctypes":

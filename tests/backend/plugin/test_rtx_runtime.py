@@ -283,8 +283,10 @@ def test_forwarding_object_is_built_beside_the_rtx_library_only():
 
 @pytest.mark.trt_headers
 @pytest.mark.trt_rtx
-@pytest.mark.parametrize("route", ["ctypes", "load_library"])
+@pytest.mark.parametrize("route", ["ctypes", "load_library", "early_load_library"])
 def test_rtx_library_parses_plugin_nodes_without_a_loader_link(route, rewritten):
+    """Either way of loading, and loadLibrary of a library loaded before TensorRT-RTX (its constructor then
+    found no runtime; getCreators loads the forwarding object)."""
     proc, steps = run_parse_probe(rtx_library(), route, environment_without_link(), rewritten)
     out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert proc.returncode == 0, out
