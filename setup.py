@@ -10,8 +10,9 @@ pyproject.toml holds the metadata; this file adds two build steps.
   are the same within a major, so that library runs in every later minor) into
   ``dcnconvert/_lib/trt<major>/``, through ``make -C plugin_src plugin-lib``. With TensorRT 11 headers
   among them it also builds the TensorRT-RTX library (``PLUGIN_RUNTIME=tensorrt-rtx``: TensorRT-RTX 1.5+
-  has TensorRT 11's plugin ABI) into ``dcnconvert/_lib/rtx1/``; only its glue is compiled again, the
-  CUDA core objects are those of the TensorRT builds.
+  has TensorRT 11's plugin ABI) into ``dcnconvert/_lib/rtx1/``, with the forwarding object that goes
+  beside it (``libdcnconvert_rtx_forward.so``, plugin_src/trt/rtxParserLink.h); only its glue is compiled
+  again, the CUDA core objects are those of the TensorRT builds.
 * ``bdist_wheel`` tags a wheel that carries libraries ``py3-none-manylinux_2_<N>_<arch>``, where
   2.<N> is the newest glibc symbol version the libraries need (read from their ELF version
   references), so that the tag's glibc floor is the libraries' own. Without headers the wheel is
@@ -50,6 +51,8 @@ LIB_NAME = "libdcnconvert_plugin.so"
 #: The TensorRT major whose headers the TensorRT-RTX library is built with, and its folder in the package.
 RTX_HEADERS_MAJOR = 11
 RTX_FOLDER = "rtx1"
+#: The file that lies beside the TensorRT-RTX library (dcnconvert.backend.plugin.runtimes.RTX_FORWARD_NAME).
+RTX_FORWARD_NAME = "libdcnconvert_rtx_forward.so"
 
 
 def _say(text: str) -> None:
@@ -172,10 +175,11 @@ class BuildPy(build_py):
                        f"CUDA_ARCHS={' '.join(sass)}", f"PTX_ARCH={ptx}", f"BUILD_DIR={build_dir}",
                        f"PLUGIN_BUILD_DIR={out}", f"NVCC={os.environ.get('NVCC', 'nvcc')}"]
             subprocess.run(command, check=True)
-            target = package / "_lib" / folder / LIB_NAME
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(out / LIB_NAME, target)
-            _say(f"{target.relative_to(package.parent)}: {target.stat().st_size / 1e6:.1f} MB")
+            for name in [LIB_NAME, *([RTX_FORWARD_NAME] if runtime == "tensorrt-rtx" else [])]:
+                target = package / "_lib" / folder / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(out / name, target)
+                _say(f"{target.relative_to(package.parent)}: {target.stat().st_size / 1e6:.3f} MB")
 
 
 class BinaryDistribution(Distribution):
@@ -190,7 +194,7 @@ class BdistWheel(bdist_wheel):
 
     def _libraries(self) -> list[Path]:
         build_lib = Path(self.get_finalized_command("build_py").build_lib)
-        return sorted((build_lib / "dcnconvert" / "_lib").glob(f"*/{LIB_NAME}"))
+        return sorted((build_lib / "dcnconvert" / "_lib").glob("*/*.so"))
 
     def get_tag(self) -> tuple[str, str, str]:
         libs = self._libraries()

@@ -83,6 +83,7 @@ def _make_list(variable: str, name_pattern: str) -> list[str]:
     [
         ("TRT_SRCS", r"\btrt/(\w+\.cpp)\b", pb.PLUGIN_SRC / "trt", "*.cpp"),
         ("TRT_HDRS", r"\btrt/(\w+\.h)\b", pb.PLUGIN_SRC / "trt", "*.h"),
+        ("RTX_FORWARD_SRCS", r"\btrt/(\w+\.c)\b", pb.PLUGIN_SRC / "trt", "*.c"),
         ("HARNESS_SRCS", r"[\s,](\w+\.cpp)\b", pb.REPO / "tests" / "harness", "*.cpp"),
         ("HARNESS_HDRS", r"[\s,](\w+\.h)\b", pb.REPO / "tests" / "harness", "*.h"),
     ],

@@ -25,9 +25,11 @@ from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.plugin import runtimes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
 import plugin_build as pb  # noqa: E402
+from support.elf import dynamic_section  # noqa: E402
 
 pytestmark = pytest.mark.wheel
 
@@ -115,7 +117,9 @@ def test_platform_wheel_carries_one_library_per_major_and_its_glibc_floor(platfo
     names = zipfile.ZipFile(wheel).namelist()
     libs = sorted(n for n in names if n.endswith(".so"))
     folders = [f"trt{m}" for m in headers] + (["rtx1"] if 11 in headers else [])  # TensorRT-RTX: 11's ABI
-    assert libs == sorted(f"dcnconvert/_lib/{f}/{plugin_lib.LIB_NAME}" for f in folders)
+    # the TensorRT-RTX library travels with its forwarding object, and only it
+    forwarders = [f"dcnconvert/_lib/rtx1/{runtimes.RTX_FORWARD_NAME}"] if 11 in headers else []
+    assert libs == sorted([f"dcnconvert/_lib/{f}/{plugin_lib.LIB_NAME}" for f in folders] + forwarders)
     tag = re.fullmatch(r"dcnconvert-0\.1\.0-py3-none-manylinux_(\d+)_(\d+)_(\w+)\.whl", wheel.name)
     assert tag, wheel.name
     # the tag's glibc floor is the newest GLIBC_ version the libraries reference (objdump agrees)
@@ -137,6 +141,8 @@ def test_platform_wheel_carries_one_library_per_major_and_its_glibc_floor(platfo
         assert info["tensorrt_headers"].startswith(pb.header_version(headers[11]) + ".")
         assert info["runtime"] == "tensorrt-rtx"
         assert (info["runtime_major"], info["runtime_min_minor"]) == ("1", "5")
+        forwarder = dynamic_section(target / "dcnconvert" / "_lib" / "rtx1" / runtimes.RTX_FORWARD_NAME)
+        assert forwarder.soname == "libtensorrt_rtx.so" and forwarder.needed == ["libtensorrt_rtx.so.1"]
 
 
 @pytest.mark.trt_headers
@@ -180,3 +186,15 @@ def test_installed_wheel_picks_and_loads_the_tensorrt_rtx_library(platform_wheel
     proc, result = pb.run_rtx_probe(spec, tmp_path / "spec.json", timeout=120)
     assert result is not None, proc.stderr
     assert result["registered"] == [IDENTITY] and result["creator_found"] is True
+    # without any libtensorrt_rtx.so link, the installed library (with the forwarding object beside it)
+    # lets TensorRT-RTX's parser import a plugin node and build an engine
+    env = pb.environment_without_rtx_link()
+    if env is None:
+        pytest.skip("the dynamic loader finds libtensorrt_rtx.so on this machine without any link")
+    model = tmp_path / "r.onnx"
+    sample = REPO / "sample_models" / "mmcv_MMCVModulatedDeformConv2d.onnx"
+    res = run_installed(target, None, "rewrite", str(sample), "-o", str(model), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    proc, steps = pb.run_rtx_parse_probe(expected, "ctypes", IDENTITY, env, model, timeout=120)
+    assert proc.returncode == 0 and steps["parsed"]["ok"] is True, f"exit {proc.returncode}\n{proc.stderr}"
+    assert steps["built"]["plan_bytes"] > 0

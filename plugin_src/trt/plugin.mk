@@ -5,6 +5,7 @@
 #                  PLUGIN_RUNTIME=tensorrt-rtx (TensorRT 11 headers), the library for TensorRT-RTX 1.5+,
 #                  copied to dcnconvert/_lib/rtx1/
 #   make plugin-rtx  the same as make plugin PLUGIN_RUNTIME=tensorrt-rtx
+#   make plugin-lib  the library (and, for tensorrt-rtx, its forwarding object) in PLUGIN_BUILD_DIR only
 #   make harness   build/plugin/dcn_harness (drives the plugin as TensorRT does; tests/harness/)
 #
 #   TENSORRT_INCLUDE_DIR  folder holding NvInfer.h, used as given (no fallback when it lacks NvInfer.h)
@@ -20,6 +21,11 @@
 # The library links the CUDA runtime statically (nvcc's default; no libcudart.so needed at run
 # time) and does NOT link libnvinfer: it finds TensorRT's plugin registry at load time
 # (trt/registration.cpp). It exports only getCreators and setLoggerFinder (trt/exports.map).
+#
+# The TensorRT-RTX library travels with libdcnconvert_rtx_forward.so, built and installed beside it: an
+# object with soname libtensorrt_rtx.so that needs libtensorrt_rtx.so.1, which the library loads so that
+# TensorRT-RTX's ONNX parser can open libtensorrt_rtx.so (trt/rtxParserLink.cpp). It is linked against a
+# stub that only has that soname (made in PLUGIN_BUILD_DIR), so no TensorRT-RTX is needed to build it.
 
 TENSORRT_INCLUDE_DIR ?=
 TRT_ROOT ?=
@@ -53,8 +59,9 @@ TRT_MAJOR := $(if $(TRT_INCLUDE),$(shell sed -n 's/^\#define \(NV_TENSORRT_MAJOR
 # Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
 TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
             trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/registration.cpp \
-            trt/runtimeGuard.cpp
+            trt/runtimeGuard.cpp trt/rtxParserLink.cpp
 TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/checkMacros.h trt/runtimeGuard.h \
+            trt/rtxParserLink.h \
             $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
 # The core compiled for the plugin: position independent, its C API hidden (only the plugin's
@@ -63,6 +70,11 @@ PLUGIN_CORE_DIR := $(BUILD_DIR)/plugin-core/$(subst $(dcn_space),-,$(strip $(CUD
 PLUGIN_CORE_OBJS := $(patsubst $(CORE_DIR)/%.cu,$(PLUGIN_CORE_DIR)/%.o,$(CORE_SRCS))
 PLUGIN_LIB := $(PLUGIN_BUILD_DIR)/libdcnconvert_plugin.so
 PLUGIN_EXPORTS := trt/exports.map
+# The TensorRT-RTX library's forwarding object (C), built for PLUGIN_RUNTIME=tensorrt-rtx only.
+RTX_FORWARD_SRCS := trt/rtxForwardObject.c
+RTX_FORWARD_NAME := libdcnconvert_rtx_forward.so
+RTX_FORWARD_LIB := $(if $(RTX_HEADERS_MAJOR),$(PLUGIN_BUILD_DIR)/$(RTX_FORWARD_NAME))
+RTX_LINK_STUB := $(PLUGIN_BUILD_DIR)/rtx-link-stub/libtensorrt_rtx_link_stub.so
 
 HARNESS_DIR := $(abspath $(CURDIR)/../tests/harness)
 HARNESS_SRCS := $(addprefix $(HARNESS_DIR)/,main.cpp testObjects.cpp testExprBuilder.cpp pluginLibrary.cpp \
@@ -91,9 +103,10 @@ dcn_stamp := $(shell mkdir -p $(PLUGIN_BUILD_DIR) && { echo '$(dcn_stamp_text)' 
 endif
 endif
 
-plugin: check-trt-headers $(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so
+plugin: check-trt-headers $(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so \
+        $(if $(RTX_FORWARD_LIB),$(PLUGIN_INSTALL_DIR)/$(RTX_FORWARD_NAME))
 
-plugin-lib: check-trt-headers $(PLUGIN_LIB)
+plugin-lib: check-trt-headers $(PLUGIN_LIB) $(RTX_FORWARD_LIB)
 
 # The TensorRT-RTX library (TensorRT 11 headers), installed to dcnconvert/_lib/rtx1/.
 plugin-rtx:
@@ -133,6 +146,28 @@ $(PLUGIN_LIB): $(TRT_OBJS) $(PLUGIN_CORE_OBJS) $(PLUGIN_EXPORTS)
 	$(NVCC) -shared -cudart static -o $@.tmp $(TRT_OBJS) $(PLUGIN_CORE_OBJS) \
 	    -Xlinker --no-undefined -Xlinker --version-script=$(PLUGIN_EXPORTS) -Xlinker -z,nodelete -ldl
 	mv -f $@.tmp $@
+
+ifneq ($(RTX_FORWARD_LIB),)
+# A stub with TensorRT-RTX's soname and nothing else, made from an empty C file: what the forwarding
+# object is linked against, so that its DT_NEEDED entry is libtensorrt_rtx.so.1. It is never installed.
+$(RTX_LINK_STUB): | check-trt-headers
+	@mkdir -p $(dir $@)
+	: > $(dir $@)empty.c
+	$(NVCC) -shared -cudart none -Xcompiler -fPIC -Xlinker -soname=libtensorrt_rtx.so.1 -o $@.tmp $(dir $@)empty.c
+	mv -f $@.tmp $@
+
+# --no-as-needed around the stub alone: the linker must record it although nothing of it is used.
+$(RTX_FORWARD_LIB): $(RTX_FORWARD_SRCS) $(RTX_LINK_STUB) | check-trt-headers
+	$(NVCC) -shared -cudart none -Xcompiler -fPIC -Xcompiler -Wall -o $@.tmp $(RTX_FORWARD_SRCS) \
+	    -Xlinker -soname=libtensorrt_rtx.so -Xlinker --no-as-needed -Xlinker $(RTX_LINK_STUB) -Xlinker --as-needed
+	mv -f $@.tmp $@
+
+$(PLUGIN_INSTALL_DIR)/$(RTX_FORWARD_NAME): $(RTX_FORWARD_LIB)
+	@mkdir -p $(dir $@)
+	cp -f $< $@.tmp
+	mv -f $@.tmp $@
+	@echo "installed $@"
+endif
 
 $(PLUGIN_INSTALL_DIR)/libdcnconvert_plugin.so: $(PLUGIN_LIB)
 	@mkdir -p $(dir $@)

@@ -12,6 +12,10 @@
  *     registration, so that loadLibrary's is the only one.
  * Setting DCNCONVERT_PLUGIN_NO_AUTO_REGISTER=1 turns the constructor's registration off.
  *
+ * The TensorRT-RTX build's constructor also loads the forwarding object beside the library, so that
+ * TensorRT-RTX's ONNX parser finds libtensorrt_rtx.so (rtxParserLink.h), on both ways and whether or not
+ * the constructor registers; getCreators() tries again, for a library loaded before TensorRT-RTX.
+ *
  * A library runs only inside the runtime it was built for (runtimeGuard.h): TensorRT of its headers'
  * major, or TensorRT-RTX 1.5+ for the build made with DCN_RUNTIME_TENSORRT_RTX. The interfaces a
  * runtime hands to a plugin library differ between them (TensorRT 11's ILoggerFinder and ILogger derive
@@ -24,6 +28,7 @@
 #include "dcnPlugin.h"
 
 #include "checkMacros.h"
+#include "rtxParserLink.h"
 #include "runtimeGuard.h"
 
 #include <atomic>
@@ -58,6 +63,9 @@ __attribute__((constructor)) void registerOnLoad() noexcept
 {
     try
     {
+#if defined(DCN_RUNTIME_TENSORRT_RTX)
+        linkRtxForParser();
+#endif
         char const* off = std::getenv("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER");
         if (off != nullptr && off[0] != '\0' && std::strcmp(off, "0") != 0)
         {
@@ -164,6 +172,9 @@ DCN_EXPORT nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCrea
         {
             return nullptr;
         }
+#if defined(DCN_RUNTIME_TENSORRT_RTX)
+        linkRtxForParser(); // nothing to do when the constructor did it
+#endif
         static nvinfer1::IPluginCreatorInterface* const creators[] = {&creatorInterface()};
         std::lock_guard<std::mutex> lock(gRegistrationMutex);
         if (gSelfRegistry != nullptr)

@@ -219,3 +219,40 @@ def run_rtx_probe(spec: dict, spec_path: Path,
                           timeout=timeout, env=env, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     return proc, (json.loads(lines[-1]) if proc.returncode == 0 and lines else None)
+
+
+RTX_PARSE_PROBE = Path(__file__).resolve().parent / "rtx_parse_probe.py"
+
+
+def environment_without_rtx_link() -> dict[str, str] | None:
+    """This process's environment with no folder holding ``libtensorrt_rtx.so`` on LD_LIBRARY_PATH and no
+    LD_PRELOAD (what a user of Polygraphy has), or None where the dynamic loader finds
+    ``libtensorrt_rtx.so`` all the same (a system install): TensorRT-RTX's parser then finds that name
+    only through the plugin library's forwarding object."""
+    from dcnconvert.backend.trt import rtx
+
+    dropped = ("LD_PRELOAD", "DCNCONVERT_PLUGIN_NO_AUTO_REGISTER")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    kept = [p for p in env.pop("LD_LIBRARY_PATH", "").split(os.pathsep)
+            if p and not (Path(p) / rtx.CORE_LIBRARY).exists()]
+    if kept:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(kept)
+    found = subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({rtx.CORE_LIBRARY!r})"],
+                           capture_output=True, text=True, timeout=60, env=env, check=False)
+    return None if found.returncode == 0 else env
+
+
+def run_rtx_parse_probe(library: Path, route: str, identity: list[str], env: dict[str, str],
+                        model: Path | None = None,
+                        timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
+    """rtx_parse_probe.py (load ``library`` into TensorRT-RTX by ``route``; given ``model``, parse it and
+    build an engine) in a process of its own with ``env``: the process, and its JSON lines by step."""
+    args = [sys.executable, str(RTX_PARSE_PROBE), str(library), route, *identity]
+    args += [str(model)] if model else []
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    steps = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            steps[record.pop("step")] = record
+    return proc, steps

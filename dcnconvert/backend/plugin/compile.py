@@ -10,15 +10,17 @@ those of the TensorRT major, or TensorRT 11's for ``runtime="tensorrt-rtx"`` (th
 library in the cache::
 
     <cache>/plugins/<key>/libdcnconvert_plugin.so          what plugin_lib.choose_plugin_library() loads
+    <cache>/plugins/<key>/libdcnconvert_rtx_forward.so     TensorRT-RTX only: the forwarding object the
+                                                           library loads from its folder (runtimes.py)
     <cache>/plugins/<key>/build.json                       what it was built for and from
     <cache>/build/cuda<V>-<sources>/plugin-core/<archs>/   the CUDA core's objects, shared by the builds
                                                            for every TensorRT version
     <cache>/build/cuda<V>-<sources>/glue/<key>/            the TensorRT glue's objects
 
 The key (:func:`cache_key`) covers the runtime and its version, the CUDA version, the architectures and
-the plugin sources' hash; the same key again is a cache hit (no make) unless ``force``. An entry appears
-whole or not at all: it is assembled in ``<cache>/tmp`` and renamed into place. Builds sharing a build
-folder take turns (a lock file beside it).
+the plugin sources' hash; the same key again is a cache hit (no make) unless ``force``; an entry missing a
+file is rebuilt. An entry appears whole or not at all: it is assembled in ``<cache>/tmp`` and renamed into
+place. Builds sharing a build folder take turns (a lock file beside it).
 """
 
 from __future__ import annotations
@@ -154,8 +156,14 @@ def _cached(entry: Path, sources_digest: str) -> dict[str, Any] | None:
         record = json.loads((entry / plugin_lib.BUILD_INFO_FILE).read_text())
     except (OSError, ValueError):
         return None
-    ok = isinstance(record, dict) and record.get("source_hash") == sources_digest
-    return record if ok and (entry / plugin_lib.LIB_NAME).is_file() else None
+    if not isinstance(record, dict) or record.get("source_hash") != sources_digest:
+        return None
+    try:
+        runtime = str(record.get("runtime") or runtimes.TENSORRT)
+        names = (plugin_lib.LIB_NAME, *runtimes.companion_files(runtime))
+    except UsageError:
+        return None
+    return record if all((entry / name).is_file() for name in names) else None
 
 
 @contextlib.contextmanager
@@ -198,7 +206,9 @@ def _run_make(cmd: list[str], nvcc: Path, what: str) -> None:
             tail.append(raw.rstrip("\n"))
             logger.debug("make: %s", tail[-1])
             compiled = re.search(r"\s-c\s+-o\s+\S+\s+(\S+)\s*$", tail[-1])  # an echoed recipe line
-            step = f"compiling {compiled.group(1)}" if compiled else f"linking {plugin_lib.LIB_NAME}"
+            linked = re.search(r"\s-o\s+(?:\S*/)?(\S+?)(?:\.tmp)?(?:\s|$)", tail[-1])  # the file made
+            made = linked.group(1) if linked else "?"
+            step = f"compiling {compiled.group(1)}" if compiled else f"linking {made}"
             if tail[-1].startswith(str(nvcc)) and (compiled or " -shared " in tail[-1]):
                 logger.info("[%6.1f s] %s", time.perf_counter() - start, step)
         code = proc.wait()
@@ -213,14 +223,17 @@ def _run_make(cmd: list[str], nvcc: Path, what: str) -> None:
     logger.info("make: done in %.1f s", time.perf_counter() - start)
 
 
-def _install(entry: Path, lib: Path, record: dict[str, Any]) -> None:
-    """Put ``lib`` and its ``build.json`` at ``entry`` by one rename (an older entry is replaced)."""
+def _install(entry: Path, lib: Path, record: dict[str, Any], companions: Sequence[str] = ()) -> None:
+    """Put ``lib``, the ``companions`` beside it and its ``build.json`` at ``entry`` by one rename (an older
+    entry is replaced)."""
     work = plugin_lib.cache_root() / "tmp"
     work.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"plugin-{entry.name}-", dir=work))
     old = work / f"old-{tmp.name}"
     try:
         shutil.copy2(lib, tmp / plugin_lib.LIB_NAME)
+        for name in companions:
+            shutil.copy2(lib.parent / name, tmp / name)
         (tmp / plugin_lib.BUILD_INFO_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
         entry.parent.mkdir(parents=True, exist_ok=True)
         replaced = entry.exists()
@@ -325,6 +338,7 @@ def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
                    f"PTX_ARCH={ptx}", f"BUILD_DIR={build_dir}", f"PLUGIN_BUILD_DIR={glue}",
                    f"NVCC={nvcc.path}"], nvcc.path, what)
         lib = glue / plugin_lib.LIB_NAME
+        companions = runtimes.companion_files(runtime)
         info = plugin_lib.library_build_info(lib)
         headers_major = runtimes.RTX_HEADERS_MAJOR if rtx else version_tuple(trt)[0]
         if (not lib.is_file() or version_tuple(info.get("tensorrt_headers", ""))[:1] != (headers_major,)
@@ -332,11 +346,15 @@ def build_plugin(tensorrt_version: str | None = None, archs: Sequence[str] = (),
             raise BuildError(f"make succeeded but {lib} is missing or not built for "
                              f"{runtimes.label(runtime)} {trt} (its build info: {info or 'none'})",
                              hint="rerun with --force -v")
+        missing = [name for name in companions if not (glue / name).is_file()]
+        if missing:
+            raise BuildError(f"make succeeded but {glue / missing[0]}, which goes with {lib.name}, is "
+                             "missing", hint="rerun with --force -v")
         record = {"runtime": runtime, "tensorrt_version": trt, "source_hash": digest,
                   "headers_version": hdr.version,
                   "headers_dir": str(hdr.include_dir), "headers_origin": hdr.origin,
                   "cuda_version": nvcc.version, "nvcc": str(nvcc.path), "archs": list(arch_list),
                   "ptx_arch": ptx, "key": key, "dcnconvert_version": __version__, "library_build_info": info,
                   "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        _install(entry, lib, record)
+        _install(entry, lib, record, companions)
     return BuildResult.from_record(entry / plugin_lib.LIB_NAME, record, False, time.perf_counter() - started)

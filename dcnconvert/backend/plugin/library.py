@@ -37,7 +37,7 @@ from dcnconvert.backend.plugin import runtimes
 from dcnconvert.backend.plugin.runtimes import TENSORRT, TENSORRT_RTX
 from dcnconvert.backend.trt.versions import version_tuple
 from dcnconvert.cache import CACHE_ENV_VAR, cache_root
-from dcnconvert.errors import PluginLoadError
+from dcnconvert.errors import PluginLoadError, UsageError
 
 __all__ = ["BUILD_INFO_FILE", "CACHE_ENV_VAR", "ENV_VAR", "LIB_NAME", "TENSORRT", "TENSORRT_RTX",
            "PluginChoice", "bundled_libraries", "cache_root", "cached_libraries", "choose_plugin_library",
@@ -107,7 +107,7 @@ def plugin_sources() -> Path:
 
 
 #: What the plugin is compiled from (the Makefile has no suffix).
-_SOURCE_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".cpp", ".map", ".mk", ""})
+_SOURCE_SUFFIXES = frozenset({".cu", ".cuh", ".h", ".c", ".cpp", ".map", ".mk", ""})
 
 
 def _source_files(root: Path) -> list[Path]:
@@ -198,9 +198,17 @@ class CachedLibrary:
         return str(self.info.get("runtime") or TENSORRT)
 
 
+def _has_companions(lib: Path, runtime: str) -> bool:
+    try:
+        return all((lib.parent / name).is_file() for name in runtimes.companion_files(runtime))
+    except UsageError:  # a runtime this version does not know
+        return False
+
+
 def cached_libraries(sources_digest: str | None = None) -> list[CachedLibrary]:
     """Libraries in the cache built from the sources with hash ``sources_digest`` (default: this
-    package's), newest first."""
+    package's), newest first; an entry lacking a file that goes with its library
+    (:func:`.runtimes.companion_files`) is not one."""
     root = cache_root() / "plugins"
     if not root.is_dir():
         return []
@@ -216,7 +224,8 @@ def cached_libraries(sources_digest: str | None = None) -> list[CachedLibrary]:
         except (OSError, ValueError):
             continue
         lib = info_path.parent / LIB_NAME
-        if isinstance(info, dict) and info.get("source_hash") == sources_digest and lib.is_file():
+        if (isinstance(info, dict) and info.get("source_hash") == sources_digest and lib.is_file()
+                and _has_companions(lib, str(info.get("runtime") or TENSORRT))):
             found.append((info_path.stat().st_mtime, CachedLibrary(lib, info)))
     return [entry for _mtime, entry in sorted(found, key=lambda item: -item[0])]
 

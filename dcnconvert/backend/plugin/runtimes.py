@@ -6,6 +6,11 @@ have no such key and are TensorRT's). TensorRT-RTX's plugin registry, ``ILogger`
 have TensorRT 11's layout from TensorRT-RTX 1.5 on (1.4 had TensorRT 10's), so its library is compiled
 against TensorRT 11's headers and accepts TensorRT-RTX 1.5 and every later 1.x. Nothing here imports a
 runtime: versions come from the installed distributions' metadata.
+
+The TensorRT-RTX library does not travel alone: :data:`RTX_FORWARD_NAME` lies beside it, a forwarding
+object with the soname ``libtensorrt_rtx.so`` that the library loads so that TensorRT-RTX's ONNX parser,
+which opens that unversioned name, finds the ``libtensorrt_rtx.so.1`` in the process
+(plugin_src/trt/rtxParserLink.cpp). :func:`companion_files` names what goes with a library.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from dcnconvert.backend.trt.versions import RUNTIMES, version_tuple
 from dcnconvert.errors import PluginLoadError, UsageError
 
 __all__ = ["RTX_HEADERS_MAJOR", "RTX_HEADERS_VERSION", "RTX_MAJOR", "RTX_MIN_VERSION", "RUNTIMES",
-           "TENSORRT", "TENSORRT_RTX", "bundled_folder_prefix", "check_runtime", "check_rtx_version",
-           "installed_rtx", "label", "library_runtime"]
+           "RTX_FORWARD_NAME", "TENSORRT", "TENSORRT_RTX", "bundled_folder_prefix", "check_runtime",
+           "check_rtx_version", "companion_files", "installed_rtx", "label", "library_runtime"]
 
 TENSORRT, TENSORRT_RTX = RUNTIMES
 
@@ -27,6 +32,8 @@ RTX_MIN_VERSION = (1, 5)
 #: headers of that major are found on the machine.
 RTX_HEADERS_MAJOR = 11
 RTX_HEADERS_VERSION = "11.1"
+#: The forwarding object beside the TensorRT-RTX library (plugin_src/trt/rtxParserLink.h).
+RTX_FORWARD_NAME = "libdcnconvert_rtx_forward.so"
 
 _LABELS = {TENSORRT: "TensorRT", TENSORRT_RTX: "TensorRT-RTX"}
 _PREFIXES = {TENSORRT: "trt", TENSORRT_RTX: "rtx"}
@@ -51,6 +58,11 @@ def label(runtime: str) -> str:
 def bundled_folder_prefix(runtime: str) -> str:
     """The folder name prefix of the package's libraries for ``runtime``: ``trt<major>``, ``rtx<major>``."""
     return _PREFIXES[check_runtime(runtime)]
+
+
+def companion_files(runtime: str) -> tuple[str, ...]:
+    """The files that must lie beside a library built for ``runtime`` (and be copied with it)."""
+    return (RTX_FORWARD_NAME,) if check_runtime(runtime) == TENSORRT_RTX else ()
 
 
 def library_runtime(info: dict[str, str]) -> str:

@@ -6,7 +6,9 @@ the process aborts (SIGABRT). dcnconvert therefore keeps a folder in its cache w
 ``libtensorrt_rtx.so -> .../tensorrt_rtx_libs/libtensorrt_rtx.so.1`` and starts every process that
 imports TensorRT-RTX with that folder first on ``LD_LIBRARY_PATH`` (the dynamic loader reads the
 variable once, at process start, so it cannot be set from inside the process that needs it). Nothing
-is written into site-packages.
+is written into site-packages. (dcnconvert's TensorRT-RTX plugin library also brings its own way
+around this for other tools, a forwarding object beside it, plugin_src/trt/rtxParserLink.h; the link
+here serves any library given with ``--plugin-lib``, one without that object included.)
 
 Nothing here imports ``tensorrt_rtx``: the library is found through the ``tensorrt_rtx_libs`` package's
 location and the installed distributions' metadata.

@@ -27,7 +27,7 @@ from conftest import trt_header_dirs
 from dcnconvert.backend.plugin import compile as plugin_build
 from dcnconvert.backend.plugin import headers as plugin_headers
 from dcnconvert.backend.plugin import library as plugin_lib
-from dcnconvert.backend.plugin import toolchain
+from dcnconvert.backend.plugin import runtimes, toolchain
 from dcnconvert.errors import MissingDependencyError, UsageError
 
 pytestmark = pytest.mark.plugin_build
@@ -40,8 +40,9 @@ case "$1" in
 esac
 """
 
-# Writes the library where plugin.mk would, with the build-info line of the headers it was given, and
-# echoes the recipe lines (starting with $NVCC) that the progress lines are made from.
+# Writes the library where plugin.mk would, with the build-info line of the headers it was given (and,
+# for tensorrt-rtx, the forwarding object beside it unless $FAKE_MAKE_NO_FORWARD is set), and echoes the
+# recipe lines (starting with $NVCC) that the progress lines are made from.
 FAKE_MAKE = r"""#!/bin/sh
 echo "$*" >> "$FAKE_MAKE_LOG"
 for arg in "$@"; do
@@ -67,6 +68,12 @@ echo "$nvcc -shared -cudart static -o $out/libdcnconvert_plugin.so.tmp x.o"
 mkdir -p "$out"
 printf 'ELF\000dcnconvert-plugin-build-info: tensorrt_headers=%s %scuda_runtime=13000 %s\000' \
   "$(v MAJOR).$(v MINOR).$(v PATCH)" "$runtime" "archs=sm_90a compute_90" > "$out/libdcnconvert_plugin.so"
+if [ -n "$runtime" ] && [ -z "$FAKE_MAKE_NO_FORWARD" ]; then
+  echo "$nvcc -shared -cudart none -o $out/libdcnconvert_rtx_forward.so.tmp trt/rtxForwardObject.c"
+  printf 'ELF forwarder\000' > "$out/libdcnconvert_rtx_forward.so"
+else
+  rm -f "$out/libdcnconvert_rtx_forward.so"
+fi
 """
 #: ``plugin build`` for TensorRT 10.16.1.11 and sm_90.
 BUILD = ("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
@@ -444,9 +451,16 @@ def test_tensorrt_rtx_build_uses_tensorrt_11_headers(fake_tools, tmp_path, monke
     lib = Path(obj["plugin_library"])
     record = json.loads((lib.parent / plugin_lib.BUILD_INFO_FILE).read_text())
     assert record["runtime"] == "tensorrt-rtx" and record["headers_version"] == "11.1.0"
+    # the forwarding object travels with the library into the entry (and only for TensorRT-RTX)
+    assert sorted(p.name for p in lib.parent.iterdir()) == sorted(
+        [plugin_lib.LIB_NAME, runtimes.RTX_FORWARD_NAME, plugin_lib.BUILD_INFO_FILE])
+    assert (lib.parent / runtimes.RTX_FORWARD_NAME).read_bytes() == b"ELF forwarder\0"
+    assert "linking libdcnconvert_rtx_forward.so" in res.stderr
+    assert "linking libdcnconvert_plugin.so" in res.stderr
     # the TensorRT build of the same sources is another entry; each runtime finds its own
     res = invoke("plugin", "build", "--tensorrt-version", "11.4.0", "--arch", "sm_86", "--headers", eleven)
     assert res.exit_code == 0 and Path(res.stdout.strip()) != lib
+    assert not (Path(res.stdout.strip()).parent / runtimes.RTX_FORWARD_NAME).exists()
     assert "PLUGIN_RUNTIME=tensorrt " in fake_tools.read_text().splitlines()[-1]
     found = invoke("plugin-path", "--runtime", "tensorrt-rtx", "--tensorrt-version", "1.6.1", "--json")
     obj = one_json(found.stdout)
@@ -454,6 +468,31 @@ def test_tensorrt_rtx_build_uses_tensorrt_11_headers(fake_tools, tmp_path, monke
     obj = one_json(invoke("plugin-path", "--tensorrt-version", "11.4.0", "--json").stdout)
     assert obj["plugin_library"] == res.stdout.strip() and obj["runtime"] == "tensorrt"
     assert one_json(invoke(*args, "--json").stdout)["cache_hit"] is True
+
+
+def test_tensorrt_rtx_entry_without_its_forwarding_object_is_not_used(fake_tools, tmp_path, monkeypatch):
+    eleven = fake_include(tmp_path / "trt11" / "include", 11, 1, 0)
+    args = ["plugin", "build", "--runtime", "tensorrt-rtx", "--tensorrt-version", "1.7.1.116", "--arch",
+            "sm_86", "--headers", str(eleven), "--json"]
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    lib = Path(one_json(res.stdout)["plugin_library"])
+    forwarder = lib.parent / runtimes.RTX_FORWARD_NAME
+    forwarder.unlink()
+    # plugin-path no longer offers the entry (its library alone makes TensorRT-RTX's parser abort) ...
+    found = invoke("plugin-path", "--runtime", "tensorrt-rtx", "--tensorrt-version", "1.7.1.116", "--json")
+    assert found.exit_code != 0 or one_json(found.stdout)["plugin_library"] != str(lib), found.stdout
+    # ... and plugin build is no cache hit: it builds the entry again, whole
+    obj = one_json(invoke(*args).stdout)
+    assert obj["cache_hit"] is False and obj["plugin_library"] == str(lib) and forwarder.is_file()
+    assert len(fake_tools.read_text().splitlines()) == 2
+    # a make that leaves no forwarding object is a failed build: no entry is replaced or written
+    monkeypatch.setenv("FAKE_MAKE_NO_FORWARD", "1")
+    res = invoke(*args[:-1], "--force")
+    assert res.exit_code == 1
+    (line,) = error_lines(res)
+    assert runtimes.RTX_FORWARD_NAME in line and "goes with libdcnconvert_plugin.so, is missing" in line
+    assert forwarder.is_file() and empty(tmp_path / "cache" / "tmp")
 
 
 def test_tensorrt_rtx_build_refuses_other_headers_and_versions(fake_tools, tmp_path):

@@ -13,6 +13,7 @@ from cli_runner import error_lines, invoke, one_json
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.plugin import runtimes
 from dcnconvert.errors import PluginLoadError, UsageError
 
 RTX = "tensorrt-rtx"
@@ -53,9 +54,14 @@ def rtx_bundle(pkg: Path) -> Path:
     return fake_library(pkg / "_lib" / "rtx1" / plugin_lib.LIB_NAME, "11.1.0", runtime=RTX)
 
 
-def cache_entry(key: str, trt: str, headers: str, source: str = "src-1", runtime: str = "") -> Path:
+def cache_entry(key: str, trt: str, headers: str, source: str = "src-1", runtime: str = "",
+                forwarder: bool = True) -> Path:
+    """An entry as `plugin build` writes it; a TensorRT-RTX one has its forwarding object unless not
+    ``forwarder``."""
     folder = plugin_lib.cache_root() / "plugins" / key
     lib = fake_library(folder / plugin_lib.LIB_NAME, headers, runtime=runtime)
+    if runtime == RTX and forwarder:
+        (folder / runtimes.RTX_FORWARD_NAME).write_bytes(b"\x7fELF forwarder")
     info = {"tensorrt_version": trt, "source_hash": source, **({"runtime": runtime} if runtime else {})}
     (folder / plugin_lib.BUILD_INFO_FILE).write_text(json.dumps(info))
     return lib
@@ -277,6 +283,10 @@ def test_cache_entries_serve_their_own_runtime(tree):
     choice = plugin_lib.choose_plugin_library(tensorrt_version="1.6.1", runtime=RTX)
     assert (choice.path, choice.origin) == (rtx_built, "cache")
     assert "built by `dcnconvert plugin build` for TensorRT-RTX 1.7.1.116" in choice.reason
+    # an entry whose library lacks its forwarding object is passed over (the bundled one is used)
+    (rtx_built.parent / runtimes.RTX_FORWARD_NAME).unlink()
+    choice = plugin_lib.choose_plugin_library(tensorrt_version="1.6.1", runtime=RTX)
+    assert choice.origin == "bundled" and choice.path != rtx_built
 
 
 def test_unknown_runtime(tree):

@@ -8,26 +8,36 @@
   constructor after ``ctypes.CDLL``, and ``registry.load_library``) and creates plugins in both phases;
   the TensorRT 10/11 libraries refuse TensorRT-RTX, and the TensorRT-RTX library refuses the lean
   TensorRT runtimes, each with one stderr line, registering nothing and without crashing.
+* The forwarding object beside the TensorRT-RTX library (soname ``libtensorrt_rtx.so``, needing
+  ``libtensorrt_rtx.so.1``), which the library loads so that TensorRT-RTX's ONNX parser, which opens the
+  unversioned name, does not abort the process: its dynamic section; a parse and build through both
+  routes without any link on ``LD_LIBRARY_PATH``; the library copied without it says so once on stderr,
+  registers, and the parse then aborts as it would without dcnconvert's help.
 * Polygraphy with TensorRT-RTX builds an engine from a rewritten sample with ``--plugins`` (the
-  acceptance command), on a machine without a GPU.
+  acceptance command), on a machine without a GPU, with and without the loader link.
 
-Every TensorRT-RTX process is a child of the test (``tests/harness/lean_probe.py``), started with the
-loader link of :func:`dcnconvert.backend.trt.rtx.loader_environment`.
+Every TensorRT-RTX process is a child of the test (``tests/harness/lean_probe.py``,
+``tests/harness/rtx_parse_probe.py``), started with the loader link of
+:func:`dcnconvert.backend.trt.rtx.loader_environment`, or where a test says so, with no link at all
+(:func:`environment_without_link`).
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
+from support.elf import dynamic_section
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import library as plugin_lib
+from dcnconvert.backend.plugin import runtimes
 from dcnconvert.backend.trt import rtx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness"))
@@ -42,6 +52,7 @@ GOOD = {"id": "good", "fields": [["stride", "int32", [1, 2]], ["padding", "int32
                                  ["deformable_group", "int64", [1]]]}
 BAD = {"id": "bad-stride-0", "fields": [["stride", "int32", [0, 1]], *GOOD["fields"][1:]]}
 PROBE_SRC = REPO / "tests" / "harness" / "rtx_abi"
+SAMPLE = REPO / "sample_models" / "mmcv_MMCVModulatedDeformConv2d.onnx"
 
 
 def headers_or_skip(major: int) -> Path:
@@ -143,14 +154,16 @@ def test_tensorrt_rtx_has_tensorrt_11s_registry_and_logger_layout():
 @pytest.mark.trt_headers
 def test_rtx_glue_needs_tensorrt_11_headers(tmp_path):
     eleven, ten = headers_or_skip(11), headers_or_skip(10)
-    source = pb.PLUGIN_SRC / "trt" / "runtimeGuard.cpp"
-    for include in (eleven, ten):
+    # the glue that only the TensorRT-RTX build compiles is warning-free too
+    builds = [(eleven, name) for name in ("runtimeGuard.cpp", "rtxParserLink.cpp", "registration.cpp")]
+    for include, name in [*builds, (ten, "runtimeGuard.cpp")]:
         proc = subprocess.run(
             [str(pb.nvcc()), "-std=c++17", "-Xcompiler", "-Wall,-Wextra,-Werror", "-isystem", str(include),
-             "-DDCN_RUNTIME_TENSORRT_RTX=1", "-c", str(source), "-o", str(tmp_path / "g.o")],
+             "-DDCN_RUNTIME_TENSORRT_RTX=1", "-c", str(pb.PLUGIN_SRC / "trt" / name), "-o",
+             str(tmp_path / "g.o")],
             capture_output=True, text=True, timeout=300, check=False)
         if include == eleven:
-            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert proc.returncode == 0, name + "\n" + proc.stdout + proc.stderr
         else:
             assert proc.returncode != 0 and "needs TensorRT 11's headers" in proc.stderr
     info = plugin_lib.library_build_info(rtx_library())
@@ -217,6 +230,100 @@ def test_rtx_library_refuses_the_lean_runtimes(major, route, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
+# the forwarding object: TensorRT-RTX's parser without a link on LD_LIBRARY_PATH
+# ------------------------------------------------------------------------------------------------
+
+
+def environment_without_link() -> dict[str, str]:
+    """:func:`plugin_build.environment_without_rtx_link`, or a skip where it cannot be set up."""
+    env = pb.environment_without_rtx_link()
+    if env is None:
+        pytest.skip(f"the dynamic loader finds {rtx.CORE_LIBRARY} on this machine without any link, so a "
+                    "process without it cannot be set up")
+    return env
+
+
+@pytest.fixture(scope="module")
+def rewritten(tmp_path_factory) -> Path:
+    """The mmcv sample rewritten by ``python -m dcnconvert rewrite`` (one ModulatedDeformConv2d node)."""
+    out = tmp_path_factory.mktemp("rtx-model") / "r.onnx"
+    proc = subprocess.run([sys.executable, "-m", "dcnconvert", "rewrite", str(SAMPLE), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def run_parse_probe(library: Path, route: str, env: dict[str, str], model: Path | None = None):
+    return pb.run_rtx_parse_probe(library, route, IDENTITY, env, model)
+
+
+def warnings_of(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("[dcnconvert] warning:")]
+
+
+@pytest.mark.trt_headers
+def test_forwarding_object_is_built_beside_the_rtx_library_only():
+    """Soname libtensorrt_rtx.so, needing libtensorrt_rtx.so.1 and nothing else, with no search path of its
+    own (the one it needs is the library already loaded); the TensorRT builds have none."""
+    lib = rtx_library()
+    forwarder = lib.with_name(runtimes.RTX_FORWARD_NAME)
+    dynamic = dynamic_section(forwarder)
+    assert dynamic.soname == rtx.CORE_LIBRARY and dynamic.needed == [rtx.CORE_LIBRARY + ".1"], dynamic
+    assert dynamic.rpath == [] and dynamic.runpath == [], dynamic
+    readelf = shutil.which("readelf")
+    if readelf is not None:  # a second reader agrees
+        out = subprocess.run([readelf, "-d", str(forwarder)], capture_output=True, text=True,
+                             check=True).stdout
+        assert re.findall(r"\(SONAME\)\s+Library soname: \[(.*)\]", out) == [rtx.CORE_LIBRARY], out
+        assert re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", out) == [rtx.CORE_LIBRARY + ".1"], out
+    # the plugin library itself needs no TensorRT-RTX (it finds the loaded one at run time)
+    assert not [n for n in dynamic_section(lib).needed if "tensorrt_rtx" in n]
+    assert not pb.build(headers_or_skip(11)).lib.with_name(runtimes.RTX_FORWARD_NAME).exists()
+
+
+@pytest.mark.trt_headers
+@pytest.mark.trt_rtx
+@pytest.mark.parametrize("route", ["ctypes", "load_library", "early_load_library"])
+def test_rtx_library_parses_plugin_nodes_without_a_loader_link(route, rewritten):
+    """Either way of loading, and loadLibrary of a library loaded before TensorRT-RTX (its constructor then
+    found no runtime; getCreators loads the forwarding object)."""
+    proc, steps = run_parse_probe(rtx_library(), route, environment_without_link(), rewritten)
+    out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, out
+    assert steps["loaded"] == {"creator_found": True}, out
+    assert steps["parsed"] == {"ok": True, "errors": []}, out
+    assert steps["built"]["plan_bytes"] > 0, out
+    assert errors_of(proc.stderr) == [] and warnings_of(proc.stderr) == [], proc.stderr
+
+
+@pytest.mark.trt_headers
+@pytest.mark.trt_rtx
+@pytest.mark.parametrize("route", ["ctypes", "load_library"])
+def test_rtx_library_without_its_forwarding_object_says_so(route, rewritten, tmp_path):
+    """Copied alone, the library still loads and registers, and says once on stderr which file is missing
+    and what else to do. The parse then aborts the process: what TensorRT-RTX 1.7's parser does when it
+    cannot open libtensorrt_rtx.so, and why the forwarding object exists."""
+    alone = tmp_path / "alone" / plugin_lib.LIB_NAME
+    alone.parent.mkdir()
+    shutil.copy2(rtx_library(), alone)
+    env = environment_without_link()
+    proc, steps = run_parse_probe(alone, route, env)
+    out = f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0 and steps["loaded"] == {"creator_found": True}, out
+    (warning,) = warnings_of(proc.stderr)
+    assert f"{alone.parent / runtimes.RTX_FORWARD_NAME} is missing" in warning, warning
+    assert "ONNX parser will abort" in warning and "libtensorrt_rtx.so -> libtensorrt_rtx.so.1" in warning
+    assert "LD_LIBRARY_PATH" in warning and errors_of(proc.stderr) == []
+    proc, steps = run_parse_probe(alone, route, env, rewritten)
+    died = f"exit {proc.returncode}\n{proc.stderr}"
+    assert proc.returncode == -signal.SIGABRT and "parsed" not in steps, died
+    # with the loader link, the same lone library parses: the link does what the forwarding object does
+    proc, steps = run_parse_probe(alone, route, rtx.loader_environment(env), rewritten)
+    assert proc.returncode == 0 and steps["parsed"]["ok"] is True, f"exit {proc.returncode}\n{proc.stderr}"
+    assert warnings_of(proc.stderr) == []
+
+
+# ------------------------------------------------------------------------------------------------
 # the acceptance command: Polygraphy with TensorRT-RTX
 # ------------------------------------------------------------------------------------------------
 
@@ -233,17 +340,17 @@ def polygraphy_or_skip() -> str:
 
 @pytest.mark.trt_headers
 @pytest.mark.trt_rtx
-@pytest.mark.parametrize("library", ["tensorrt-rtx", "tensorrt-11"])
-def test_polygraphy_builds_an_engine_with_the_plugin(library, tmp_path):
+@pytest.mark.parametrize(("library", "loader_link"), [("tensorrt-rtx", False), ("tensorrt-rtx", True),
+                                                      ("tensorrt-11", True)])
+def test_polygraphy_builds_an_engine_with_the_plugin(library, loader_link, rewritten, tmp_path):
+    """``POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy convert r.onnx --plugins LIB --compute-capabilities 8.6
+    -o x.engine``, in an environment with no libtensorrt_rtx.so link (what a user has), or with
+    dcnconvert's."""
     polygraphy = polygraphy_or_skip()
     lib = rtx_library() if library == "tensorrt-rtx" else pb.build(headers_or_skip(11)).lib
-    rewritten, engine = tmp_path / "r.onnx", tmp_path / "x.engine"
-    sample = REPO / "sample_models" / "mmcv_MMCVModulatedDeformConv2d.onnx"
-    proc = subprocess.run([sys.executable, "-m", "dcnconvert", "rewrite", str(sample), "-o", str(rewritten)],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    env = {**rtx.loader_environment(), "POLYGRAPHY_USE_TENSORRT_RTX": "1"}
-    env.pop("DCNCONVERT_PLUGIN_NO_AUTO_REGISTER", None)
+    engine = tmp_path / "x.engine"
+    base = environment_without_link()
+    env = {**(rtx.loader_environment(base) if loader_link else base), "POLYGRAPHY_USE_TENSORRT_RTX": "1"}
     command = [polygraphy, "convert", str(rewritten), "--plugins", str(lib), "--compute-capabilities", "8.6",
                "-o", str(engine)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
@@ -252,7 +359,7 @@ def test_polygraphy_builds_an_engine_with_the_plugin(library, tmp_path):
     if library == "tensorrt-rtx":
         assert proc.returncode == 0, out[-6000:]
         assert engine.is_file() and engine.stat().st_size > 0
-        assert errors_of(proc.stderr) == []
+        assert errors_of(proc.stderr) == [] and warnings_of(proc.stderr) == []
     else:  # the TensorRT 11 library registers nothing under TensorRT-RTX: the parser finds no creator
         assert proc.returncode != 0 and not engine.exists(), out[-6000:]
         (error,) = errors_of(proc.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from onnx import helper
 from support import samples
 
 from dcnconvert import schema
+from dcnconvert.backend.plugin import runtimes
 from dcnconvert.backend.trt import isolated, rtx
 from dcnconvert.errors import BuildError
 
@@ -292,8 +294,9 @@ def test_a_plugin_library_that_aborts(tmp_path):
 
 
 def test_the_unlinked_parser_aborts_in_the_child(plugin_lib, tmp_path, monkeypatch):
-    """TensorRT-RTX's parser without the libtensorrt_rtx.so link really aborts: in the child, which the
-    parent reports as a BuildError with the stage and the signal."""
+    """TensorRT-RTX's parser without the libtensorrt_rtx.so link really aborts where the plugin library has
+    no forwarding object beside it (copied alone): in the child, which the parent reports as a BuildError
+    with the stage and the signal. With the forwarding object beside it, the same child builds."""
     from dcnconvert.backend.trt import adapter
 
     good = tmp_path / "good.onnx"
@@ -304,13 +307,20 @@ def test_the_unlinked_parser_aborts_in_the_child(plugin_lib, tmp_path, monkeypat
     unlinked = dict(linked, LD_LIBRARY_PATH=":".join(kept))
     monkeypatch.setattr(isolated, "_environment", lambda runtime: unlinked)
     api = adapter.api_for(rtx.installed_version(), "tensorrt-rtx")
+    alone = tmp_path / "alone" / plugin_lib.name
+    alone.parent.mkdir()
+    shutil.copy2(plugin_lib, alone)
     with pytest.raises(BuildError) as info:
         isolated.build_isolated(
-            api, good, plugin_libraries=[plugin_lib],
+            api, good, plugin_libraries=[alone],
             plugin=PLUGIN, compute_capabilities=[(8, 6)], progress=False)
     crash = info.value.payload["crash"]
     assert crash["signal"] == "SIGABRT" and crash["stage"] == "parse" and crash["returncode"] < 0
     assert "during stage 'parse'" in str(info.value)
+    assert (plugin_lib.parent / runtimes.RTX_FORWARD_NAME).is_file()
+    built = isolated.build_isolated(api, good, plugin_libraries=[plugin_lib], plugin=PLUGIN,
+                                    compute_capabilities=[(8, 6)], progress=False)
+    assert len(built["data"]) > 0
 
 
 def test_verify_says_the_engine_cannot_run_here(plugin_lib, tmp_path):
