@@ -75,25 +75,26 @@ def make(target: str, *args: str, timeout: float = 900) -> subprocess.CompletedP
     )
 
 
-@functools.cache
-def build(include_dir: Path) -> Built:
-    """Builds libdcnconvert_plugin.so and dcn_harness against ``include_dir`` (cached per folder)."""
+def _make_plugin(target: str, include_dir: Path, out: Path, *extra: str) -> str:
+    """``make -C plugin_src <target>`` against ``include_dir`` into ``out`` for the test architectures;
+    returns make's output."""
     compiler = nvcc()
     if compiler is None:
         raise BuildError("nvcc not found on PATH (set NVCC)")
-    out = BUILD_ROOT / _tag(include_dir)
-    proc = make(
-        "harness",
-        f"TENSORRT_INCLUDE_DIR={include_dir}",
-        f"BUILD_DIR={BUILD_ROOT}",
-        f"PLUGIN_BUILD_DIR={out}",
-        f"CUDA_ARCHS={TEST_ARCHS}",
-        f"PTX_ARCH={TEST_PTX}",
-        f"NVCC={compiler}",
-    )
+    proc = make(target, *extra, f"TENSORRT_INCLUDE_DIR={include_dir}", f"BUILD_DIR={BUILD_ROOT}",
+                f"PLUGIN_BUILD_DIR={out}", f"CUDA_ARCHS={TEST_ARCHS}", f"PTX_ARCH={TEST_PTX}",
+                f"NVCC={compiler}")
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        raise BuildError(f"make harness against {include_dir} failed:\n{log}")
+        raise BuildError(f"make {' '.join((target, *extra))} against {include_dir} failed:\n{log}")
+    return log
+
+
+@functools.cache
+def build(include_dir: Path) -> Built:
+    """Builds libdcnconvert_plugin.so and dcn_harness against ``include_dir`` (cached per folder)."""
+    out = BUILD_ROOT / _tag(include_dir)
+    log = _make_plugin("harness", include_dir, out)
     return Built(
         include_dir=Path(include_dir),
         version=header_version(include_dir),
@@ -108,23 +109,8 @@ def build_rtx(include_dir: Path) -> Path:
     """Builds the TensorRT-RTX library (``PLUGIN_RUNTIME=tensorrt-rtx``, TensorRT 11 headers) against
     ``include_dir`` into ``build/test-plugin/rtx-<tag>/``; the CUDA core objects are those of
     :func:`build` (same architectures)."""
-    compiler = nvcc()
-    if compiler is None:
-        raise BuildError("nvcc not found on PATH (set NVCC)")
     out = BUILD_ROOT / f"rtx-{_tag(include_dir)}"
-    proc = make(
-        "plugin-lib",
-        "PLUGIN_RUNTIME=tensorrt-rtx",
-        f"TENSORRT_INCLUDE_DIR={include_dir}",
-        f"BUILD_DIR={BUILD_ROOT}",
-        f"PLUGIN_BUILD_DIR={out}",
-        f"CUDA_ARCHS={TEST_ARCHS}",
-        f"PTX_ARCH={TEST_PTX}",
-        f"NVCC={compiler}",
-    )
-    if proc.returncode != 0:
-        raise BuildError(f"make plugin-lib PLUGIN_RUNTIME=tensorrt-rtx against {include_dir} failed:\n"
-                         f"{proc.stdout}{proc.stderr}")
+    _make_plugin("plugin-lib", include_dir, out, "PLUGIN_RUNTIME=tensorrt-rtx")
     return out / "libdcnconvert_plugin.so"
 
 
