@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -54,10 +55,14 @@ def _environment(runtime: str) -> dict[str, str]:
 
         env = rtx.loader_environment(env)
         env["POLYGRAPHY_USE_TENSORRT_RTX"] = "1"
-    # the child imports this very dcnconvert, wherever it was imported from here
+    # the child imports this very dcnconvert: from a source tree put on sys.path here, that tree goes on
+    # its PYTHONPATH (an installed one it finds by itself, and site-packages never goes before the
+    # standard library)
     package_root = str(Path(__file__).resolve().parents[3])
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
-    env["PYTHONPATH"] = os.pathsep.join([package_root, *rest])
+    installed = {str(Path(p).resolve()) for p in site.getsitepackages() + [site.getusersitepackages()]}
+    if package_root not in installed:
+        rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != package_root]
+        env["PYTHONPATH"] = os.pathsep.join([package_root, *rest])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -87,14 +92,15 @@ def _relay(stream: Any, tail: collections.deque) -> None:
 
 
 def _crash_error(what: str, returncode: int, stage: str, tail: Sequence[str]) -> errors.BuildError:
+    sig: str | None = None
     if returncode < 0:
         try:
-            how = f"died of signal {signal.Signals(-returncode).name}"
+            sig = signal.Signals(-returncode).name
         except ValueError:
-            how = f"died of signal {-returncode}"
-        sig = how.rsplit(" ", 1)[-1]
+            sig = str(-returncode)
+        how = f"died of signal {sig}"
     else:
-        how, sig = f"exited with code {returncode} without a result", None
+        how = f"exited with code {returncode} without a result"
     last = "\n".join(f"  {line}" for line in tail) or "  (no output)"
     error = errors.BuildError(
         f"{what}: the build process {how} during stage '{stage}'. Its last log lines:\n{last}",
