@@ -253,9 +253,10 @@ def register(group: click.Group) -> None:
 
     @group.command("plugin-path")
     @click.option("--plugin-lib", type=_FILE_ARG, default=None, help="Check this library instead.")
-    @click.option("--runtime", type=click.Choice(["tensorrt", "tensorrt-rtx"]), default="tensorrt",
+    @click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
                   show_default=True, help="The runtime that will load the library: TensorRT, or TensorRT-RTX "
-                  "(e.g. POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy ... --plugins).")
+                  "(e.g. POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy ... --plugins). auto: TensorRT if it is "
+                  "installed, else TensorRT-RTX if it is.")
     @click.option("--tensorrt-version", default=None, metavar="VERSION",
                   help="Choose for this TensorRT version (e.g. 10.16 for trtexec), not the installed one; "
                   "with --runtime tensorrt-rtx, a TensorRT-RTX version.")
@@ -272,7 +273,11 @@ def register(group: click.Group) -> None:
         def work() -> dict[str, Any]:
             from dcnconvert.backend.plugin import library as plugin_lib_mod
 
-            choice = plugin_lib_mod.choose_plugin_library(plugin_lib, tensorrt_version, runtime=runtime)
+            chosen = runtime
+            if runtime == "auto":
+                chosen, why = plugin_lib_mod.default_runtime(tensorrt_version)
+                log.get_logger().info("runtime: %s (%s; choose with --runtime)", chosen, why)
+            choice = plugin_lib_mod.choose_plugin_library(plugin_lib, tensorrt_version, runtime=chosen)
             log.get_logger().info("plugin library: %s (%s)", choice.path, choice.reason)
             return choice.to_dict()
 

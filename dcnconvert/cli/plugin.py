@@ -24,9 +24,10 @@ def register(group: click.Group) -> None:
         """Build the plugin library (for source installs, and TensorRT versions no wheel carries)."""
 
     @plugin.command("build")
-    @click.option("--runtime", type=click.Choice(["tensorrt", "tensorrt-rtx"]), default="tensorrt",
+    @click.option("--runtime", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
                   show_default=True, help="The runtime the library registers in: TensorRT (built with the "
-                  "headers of its major), or TensorRT-RTX 1.5+ (built with TensorRT 11's headers, its ABI).")
+                  "headers of its major), or TensorRT-RTX 1.5+ (built with TensorRT 11's headers, its ABI). "
+                  "auto: TensorRT if it is installed, else TensorRT-RTX if it is.")
     @click.option("--tensorrt-version", default=None, metavar="VERSION",
                   help="The TensorRT to build for, e.g. 10.16.1.11 (default: the installed one); with "
                   "--runtime tensorrt-rtx, the TensorRT-RTX version, e.g. 1.7.1.116.")
@@ -56,9 +57,14 @@ def register(group: click.Group) -> None:
 
         def work() -> dict[str, Any]:
             from dcnconvert.backend.plugin import compile as plugin_build
+            from dcnconvert.backend.plugin.library import default_runtime
 
+            chosen = runtime
+            if runtime == "auto":
+                chosen, why = default_runtime(tensorrt_version)
+                log.get_logger().info("runtime: %s (%s; choose with --runtime)", chosen, why)
             result = plugin_build.build_plugin(tensorrt_version, archs, headers, headers_source, force, jobs,
-                                               runtime=runtime)
+                                               runtime=chosen)
             log.get_logger().info("plugin library: %s (%s)", result.library,
                                   "cache hit" if result.cache_hit else f"built in {result.seconds:.1f} s")
             add_output("plugin_library", str(result.library))

@@ -41,6 +41,7 @@ from dcnconvert.errors import PluginLoadError, UsageError
 
 __all__ = ["BUILD_INFO_FILE", "CACHE_ENV_VAR", "ENV_VAR", "LIB_NAME", "TENSORRT", "TENSORRT_RTX",
            "PluginChoice", "bundled_libraries", "cache_root", "cached_libraries", "choose_plugin_library",
+           "default_runtime",
            "find_plugin_library", "installed_tensorrt", "library_build_info", "plugin_library_for_target",
            "plugin_sources", "source_hash"]
 
@@ -137,6 +138,23 @@ def installed_tensorrt(distributions: tuple[str, ...] = TENSORRT_DISTRIBUTIONS) 
         if version_tuple(version):
             return version, name
     return None
+
+
+def default_runtime(version: str | None = None) -> tuple[str, str]:
+    """``(runtime, why)`` for a library chosen or built without ``--runtime``: the runtime a given
+    ``version`` belongs to (TensorRT-RTX numbers its releases 1.x, TensorRT 8 and up), else TensorRT where
+    a TensorRT package (full, lean or dispatch) is installed, else TensorRT-RTX where it is, else
+    TensorRT. The engine commands choose their runtime the same way, TensorRT first."""
+    if version:
+        rtx_version = version_tuple(version)[:1] == (runtimes.RTX_MAJOR,)
+        return (TENSORRT_RTX if rtx_version else TENSORRT), f"the version given, {version}"
+    found = installed_tensorrt()
+    if found is not None:
+        return TENSORRT, f"the installed {found[1]} {found[0]}"
+    rtx = runtimes.installed_rtx()
+    if rtx is not None:
+        return TENSORRT_RTX, f"no TensorRT is installed, TensorRT-RTX {rtx[0]} is"
+    return TENSORRT, "neither TensorRT nor TensorRT-RTX is installed"
 
 
 def library_build_info(path: PathLike) -> dict[str, str]:

@@ -202,6 +202,7 @@ def test_no_arch_and_no_gpu_is_a_usage_error(fake_tools, monkeypatch, tmp_path):
 
 def test_no_tensorrt_is_a_usage_error(fake_tools, monkeypatch):
     monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: None)
+    monkeypatch.setattr(plugin_lib.runtimes, "installed_rtx", lambda: None)  # nor TensorRT-RTX
     res = invoke("plugin", "build", "--arch", "sm_90")
     assert res.exit_code == 2
     (line,) = error_lines(res)

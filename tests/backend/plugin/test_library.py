@@ -304,3 +304,18 @@ def test_plugin_path_command_runtime_option(tree, tmp_path):
     assert res.exit_code == 4 and "built for TensorRT 10" in error_lines(res)[0]
     res = invoke("plugin-path", "--runtime", "tensorrt-llm")
     assert res.exit_code == 2
+
+
+@pytest.mark.parametrize("trt, rtx, version, expected", [
+    (("10.16.1.11", "tensorrt-lean-cu13-bindings"), ("1.7.1.116", "tensorrt-rtx"), None, "tensorrt"),
+    (None, ("1.7.1.116", "tensorrt-rtx"), None, "tensorrt-rtx"),
+    (None, None, None, "tensorrt"),
+    (None, None, "1.7.1.116", "tensorrt-rtx"),
+    (None, ("1.7.1.116", "tensorrt-rtx"), "10.16", "tensorrt"),
+])
+def test_default_runtime(monkeypatch, trt, rtx, version, expected):
+    """Without --runtime: the version's runtime if one is given, else TensorRT first, then TensorRT-RTX."""
+    monkeypatch.setattr(plugin_lib, "installed_tensorrt", lambda: trt)
+    monkeypatch.setattr(plugin_lib.runtimes, "installed_rtx", lambda: rtx)
+    runtime, why = plugin_lib.default_runtime(version)
+    assert runtime == expected and why
