@@ -89,7 +89,7 @@ TRT_API: dict[str, tuple[int, ...]] = {
     "ICudaEngine.get_tensor_profile_shape": (10, 11, 1),
     "ICudaEngine.num_optimization_profiles": (10, 11, 1),
     "TensorIOMode.INPUT": (10, 11, 1),
-    # through Polygraphy: CreateConfig(fp16=True / bf16=True), NetworkFromOnnxPath(strongly_typed=True)
+    # through Polygraphy: CreateConfig(fp16=True / bf16=True), CreateNetwork(strongly_typed=True)
     "BuilderFlag.FP16": (10,),
     "BuilderFlag.BF16": (10,),
     "NetworkDefinitionCreationFlag.STRONGLY_TYPED": (10,),
