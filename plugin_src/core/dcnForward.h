@@ -22,6 +22,12 @@ int64_t dcnOutputSize(int64_t in, int32_t kernel, int32_t stride, int32_t pad, i
  * On failure writes a message naming the field and value into msg (if msg && msgLen > 0). */
 DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgLen);
 
+/* A quantized layer's weight buffer (DcnParams.quant): the OIHW quantized weights, one byte each,
+ * then cout FP32 weight scales from byte dcnQuantScalesOffset(p) (a multiple of 16);
+ * dcnQuantWeightBytes(p) bytes in all. 0 for a float layer or invalid params. */
+size_t dcnQuantScalesOffset(DcnParams const* p);
+size_t dcnQuantWeightBytes(DcnParams const* p);
+
 /* Workspace bytes forward needs for p (and for any problem no larger in any dimension). */
 size_t dcnWorkspaceSize(DcnParams const* p);
 

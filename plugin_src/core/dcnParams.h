@@ -21,13 +21,31 @@
 extern "C" {
 #endif
 
-/* Element type of every input and the output (all the same). */
+/* Element types. DcnParams.dtype: every input and the output of a float layer, and the offset, mask
+ * and bias of a quantized one (FLOAT32, FLOAT16 or BFLOAT16). INT8 and FP8E4M3 are the types of a
+ * quantized layer's x and weights (DcnParams.quant) and of its output when quantized (outType). */
 typedef enum DcnDataType
 {
     kDCN_FLOAT32 = 0,
     kDCN_FLOAT16 = 1,
-    kDCN_BFLOAT16 = 2
+    kDCN_BFLOAT16 = 2,
+    kDCN_INT8 = 3,
+    kDCN_FP8E4M3 = 4
 } DcnDataType;
+
+/* Quantized layers (DcnParams.quant). x holds x_q, the weights w_q, with x = xScale * x_q and
+ * w[o] = wScale[o] * w_q[o] (symmetric, per tensor for x and per output channel for the weights).
+ * Each sample is interpolated in FP32 from the corners x_q, times the mask, and rounded to the
+ * quantized type (INT8: to nearest even, saturated to [-128, 127]; FP8: E4M3 to nearest even,
+ * saturated to +-448) before the product; sums in FP32 (INT8: exact INT32), then
+ *   out[o] = xScale * wScale[o] * sum + bias[o],
+ * converted to outType (a quantized outType: out / outScale rounded and saturated as above). */
+typedef enum DcnQuant
+{
+    kDCN_QUANT_NONE = 0,
+    kDCN_QUANT_INT8 = 1,
+    kDCN_QUANT_FP8 = 2 /* FP8 E4M3 (finite, no infinities: E4M3FN) */
+} DcnQuant;
 
 /* Status codes returned by the core. */
 typedef enum DcnStatus
@@ -104,6 +122,14 @@ typedef struct DcnParams
     int32_t math;     /* DcnMath; 0 (kDCN_MATH_ACCURATE) for zero-initialised params */
     int32_t xLayout;      /* DcnLayout; 0 (NCHW) for zero-initialised params */
     int32_t weightLayout; /* DcnWeightLayout; 0 (OIHW) for zero-initialised params */
+    /* Quantization (DcnQuant; 0: a float layer, the fields below unused). A quantized layer's OIHW
+     * weights are the quantized values (1 byte each) followed, at byte dcnQuantScalesOffset(p), by
+     * cout FP32 weight scales: one buffer, also the source of dcnPrepareWeights. */
+    int32_t quant;
+    int32_t outType; /* DcnDataType of a quantized layer's output: FLOAT32/FLOAT16/BFLOAT16, or the
+                        quantized type itself (INT8 for kDCN_QUANT_INT8, FP8E4M3 for FP8) */
+    float xScale;    /* > 0, finite */
+    float outScale;  /* > 0, finite when outType is quantized; else unused */
 } DcnParams;
 
 #ifdef __cplusplus

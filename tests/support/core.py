@@ -94,7 +94,7 @@ LIBRARY_ENV = "DCNCONVERT_CORE_LIB"
 
 
 class DcnParams(ctypes.Structure):
-    """Mirror of ``struct DcnParams`` (plugin_src/core/dcnParams.h); 120 bytes, 8-byte aligned."""
+    """Mirror of ``struct DcnParams`` (plugin_src/core/dcnParams.h); 136 bytes, 8-byte aligned."""
 
     _fields_ = [
         ("n", ctypes.c_int64),
@@ -120,6 +120,10 @@ class DcnParams(ctypes.Structure):
         ("math", ctypes.c_int32),
         ("xLayout", ctypes.c_int32),
         ("weightLayout", ctypes.c_int32),
+        ("quant", ctypes.c_int32),
+        ("outType", ctypes.c_int32),
+        ("xScale", ctypes.c_float),
+        ("outScale", ctypes.c_float),
     ]
 
     def as_dict(self) -> dict:
