@@ -81,6 +81,36 @@ WEIGHT_FIELDS: tuple[tuple[str, str, int], ...] = (
 #: bias may have; the plugin converts it to the layer's type when it prepares it.
 WEIGHT_DTYPES: dict[int, str] = {1: "FLOAT", 10: "FLOAT16", 16: "BFLOAT16"}
 
+#: Quantized nodes (``dcnconvert`` target, embedded weights only). ``quant_type`` (STRING) names the
+#: type of x and of the weights: x arrives quantized (the QuantizeLinear in front of the node stays in
+#: the graph) with the per-tensor scale ``x_scale`` (FLOAT); ``weight`` holds the quantized values
+#: (:data:`QUANT_WEIGHT_DTYPES`) and ``weight_scale`` (FLOAT tensor) one scale per output channel.
+#: With ``output_scale`` (FLOAT) the output is quantized to the same type; without it the output has
+#: the offset's float type. Offset, mask and bias are never quantized. The kernels round each
+#: modulated sample to the quantized type before the product (plugin_src/core/dcnParams.h).
+ATTR_QUANT_TYPE = "quant_type"
+ATTR_X_SCALE = "x_scale"
+ATTR_WEIGHT_SCALE = "weight_scale"
+ATTR_OUTPUT_SCALE = "output_scale"
+
+#: ``quant_type`` values and the core's ``DcnQuant`` code of each.
+QUANT_TYPES: dict[str, int] = {"int8": 1, "fp8e4m3": 2}
+
+#: The ONNX element type (``TensorProto.DataType``) of a quantized node's ``weight`` tensor per
+#: ``quant_type``: INT8 as INT8; FP8 E4M3 values as FLOAT16, which holds each of them exactly (the
+#: ONNX parser passes no FP8 or UINT8 tensor as a plugin field).
+QUANT_WEIGHT_DTYPES: dict[str, int] = {"int8": 3, "fp8e4m3": 10}
+
+#: The optional quantization fields, declared by the creator after :data:`WEIGHT_FIELDS`: name, the
+#: ``nvinfer1::PluginFieldType`` (``k`` + this) and the length (-1: variable; ``quant_type`` is a
+#: NUL-terminated string, ``weight_scale`` holds ``weight_shape[0]`` values).
+QUANT_FIELDS: tuple[tuple[str, str, int], ...] = (
+    (ATTR_QUANT_TYPE, "CHAR", -1),
+    (ATTR_X_SCALE, "FLOAT32", 1),
+    (ATTR_WEIGHT_SCALE, "FLOAT32", -1),
+    (ATTR_OUTPUT_SCALE, "FLOAT32", 1),
+)
+
 #: Plugin input order.
 INPUT_NAMES: tuple[str, ...] = ("x", "offset", "mask", "weight", "bias")
 #: The inputs of a node whose weight (and bias) are embedded attributes.

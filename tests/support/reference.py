@@ -18,7 +18,7 @@ inputs of any float dtype are upcast and the result is float64.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -142,6 +142,7 @@ def modulated_deform_conv2d(
     dilation: PairLike = (1, 1),
     group: int = 1,
     deformable_group: int = 1,
+    sample_transform: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Modulated deformable 2-D convolution in float64 (the plugin's exact semantics).
 
@@ -156,6 +157,9 @@ def modulated_deform_conv2d(
         dilation: int or ``(h, w)``, >= 1.
         group: convolution groups.
         deformable_group: offset groups.
+        sample_transform: applied to every modulated sample (mask times the bilinear value) before
+            the product with the weights; a quantized layer rounds its samples there
+            (:mod:`tests.support.quant`).
 
     Returns:
         float64 array ``(N, OC, oh, ow)``.
@@ -225,6 +229,8 @@ def modulated_deform_conv2d(
         ):
             vals = np.take_along_axis(xpad, (idx + corner)[:, :, None, :], axis=3)
             sampled += vals * (weight_c * scale)[:, :, None, :]
+        if sample_transform is not None:
+            sampled = sample_transform(sampled)
         cols = sampled.reshape(n, group, cpg, p_count)
         out += np.matmul(wk[None, :, :, :, k], cols)
     out = out.reshape(n, oc, oh, ow)

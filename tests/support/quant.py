@@ -1,0 +1,95 @@
+"""The quantized DCN's math in NumPy (float64): the one model the core, plugin and rewrite tests share.
+
+A quantized layer (plugin_src/core/dcnParams.h, ``DcnQuant``) holds ``x = x_scale * x_q`` and
+``w[o] = w_scale[o] * w_q[o]``. Its kernels interpolate each modulated sample in FP32 from the corner
+values ``x_q`` and round it to the quantized type before the product (``round_samples=True`` here);
+the Q/DQ graph it replaces feeds the dequantized ``x`` to a float convolution and rounds nothing
+there (``round_samples=False``). Both then scale the sums by ``x_scale * w_scale[o]`` and add the bias;
+a quantized output divides by ``output_scale`` and rounds once more.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from tests.support.reference import modulated_deform_conv2d
+
+#: The quantized types, as the plugin node's ``quant_type`` names them.
+QTYPES: tuple[str, ...] = ("int8", "fp8e4m3")
+
+#: The largest magnitude of each type.
+QMAX: dict[str, float] = {"int8": 127.0, "fp8e4m3": 448.0}
+
+
+def to_grid(values: np.ndarray, qtype: str) -> np.ndarray:
+    """``values`` rounded to the nearest value of ``qtype`` (ties to even) and saturated, as float64.
+
+    INT8 saturates to [-128, 127]; FP8 E4M3FN to +-448 (it has no infinity).
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if qtype == "int8":
+        return np.clip(np.rint(v), -128.0, 127.0)
+    if qtype == "fp8e4m3":
+        return np.clip(v, -448.0, 448.0).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    raise ValueError(f"unknown quantized type {qtype!r} (expected one of {', '.join(QTYPES)})")
+
+
+def quantize(values: np.ndarray, scale: np.ndarray | float, qtype: str) -> np.ndarray:
+    """``values / scale`` on the grid of ``qtype`` (QuantizeLinear with zero point 0), as float64."""
+    return to_grid(np.asarray(values, dtype=np.float64) / np.asarray(scale, dtype=np.float64), qtype)
+
+
+def dcn_quant(
+    x_q: np.ndarray,
+    x_scale: float,
+    offset: np.ndarray,
+    mask: np.ndarray,
+    w_q: np.ndarray,
+    w_scale: np.ndarray,
+    bias: np.ndarray | None,
+    *,
+    qtype: str,
+    round_samples: bool,
+    output_scale: float | None = None,
+    **attrs: object,
+) -> np.ndarray:
+    """The quantized layer's output in float64, ``(N, OC, oh, ow)``.
+
+    Args:
+        x_q, w_q: the quantized values (on the grid of ``qtype``).
+        x_scale: the per-tensor scale of x; ``w_scale``: one scale per output channel.
+        round_samples: round each modulated sample to ``qtype`` (the kernels' math) or not (the Q/DQ
+            graph's).
+        output_scale: quantize the output with this scale (values on the grid, not rescaled).
+        attrs: stride, padding, dilation, group, deformable_group.
+    """
+    transform = (lambda s: to_grid(s, qtype)) if round_samples else None
+    sums = modulated_deform_conv2d(x_q, offset, mask, w_q, None, sample_transform=transform, **attrs)
+    out = sums * (float(x_scale) * np.asarray(w_scale, dtype=np.float64))[None, :, None, None]
+    if bias is not None:
+        out = out + np.asarray(bias, dtype=np.float64)[None, :, None, None]
+    if output_scale is not None:
+        out = quantize(out, output_scale, qtype)
+    return out
+
+
+def sample_rounding_bound(w_q: np.ndarray, w_scale: np.ndarray, x_scale: float, qtype: str,
+                          sample_max: float) -> np.ndarray:
+    """Per output channel, the most the sample rounding can move a float output.
+
+    Each product ``w_q * s`` moves by at most ``|w_q| * r``, with ``r`` the largest rounding step
+    of a sample: half a unit for INT8; for FP8 half a unit in the last place of the largest sample
+    magnitude ``sample_max`` (in units of ``x_scale``), at most 2**-4 of it. So
+    ``|out - out_unrounded| <= x_scale * w_scale[o] * sum |w_q[o]| * r``.
+    """
+    if qtype == "int8":
+        r = 0.5
+    elif qtype == "fp8e4m3":
+        # E4M3: 3 mantissa bits; half an ulp of the binade holding sample_max (subnormal step 2**-9).
+        e = np.floor(np.log2(max(float(sample_max), 2.0 ** -6)))
+        r = 0.5 * 2.0 ** (e - 3)
+    else:
+        raise ValueError(f"unknown quantized type {qtype!r}")
+    per_o = np.abs(np.asarray(w_q, dtype=np.float64)).reshape(len(w_scale), -1).sum(axis=1)
+    return float(x_scale) * np.asarray(w_scale, dtype=np.float64) * per_o * r
