@@ -18,7 +18,7 @@ functions; called while a command runs, a function's result joins that command's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Union
 
@@ -30,7 +30,7 @@ from dcnconvert.recording import add_input, add_output, add_warning, attach_payl
 from dcnconvert.report import match_to_dict
 from dcnconvert.steps import check_output_path, load_model_timed, rewrite_in_memory, save_model_timed
 
-__all__ = ["Result", "build", "convert", "inspect", "reference", "rewrite", "verify"]
+__all__ = ["Result", "build", "convert", "inspect", "quantize", "reference", "rewrite", "verify"]
 
 ModelLike = Union[str, "os.PathLike[str]", onnx.ModelProto]
 
@@ -172,6 +172,40 @@ def reference(model: ModelLike, output: str | os.PathLike[str] | None = None) ->
         return {}, std
 
     return _run("reference", {"model": _describe(model)}, work)
+
+
+def quantize(model: ModelLike, output: str | os.PathLike[str] | None = None, *, quant_type: str = "int8",
+             inputs: Sequence[str | os.PathLike[str]] = (), samples: int = 8, seed: int = 0,
+             shapes: Sequence[str] = (), quantize_output: bool = False, nodes: Sequence[str] = ()) -> Result:
+    """``model`` with calibrated Q/DQ nodes around its DCN layers (:mod:`dcnconvert.quantize`): x per
+    tensor, weights per output channel, ``quant_type`` ``"int8"`` or ``"fp8e4m3"``; saved to ``output``
+    or returned as ``result.model``. Calibration runs the float model in ONNX Runtime on ``inputs``
+    (``.npz`` files, one feed dict each) or on ``samples`` random inputs (``seed``; ``shapes`` such as
+    ``"x:1x3x64x64"`` for dynamic inputs). The result's ``quantize`` key lists the layers and scales.
+
+    Raises:
+        UsageError: bad options or inputs files. NoMatchError: no DCN node can be quantized.
+        ModelError: ONNX Runtime cannot run the model, or its opset cannot be upgraded.
+    """
+
+    def work() -> tuple[dict[str, Any], onnx.ModelProto]:
+        from dcnconvert.quantize import calibrate, layers
+        from dcnconvert.recording import timed
+
+        if output is not None:
+            _check_output(model, Path(output))
+        for path in inputs:
+            add_input("calibration", str(path))
+        proto = _load(model)
+        with timed("calibrate", "Calibrating the DCN layers in ONNX Runtime"):
+            feeds = calibrate.calibration_feeds(proto, [Path(p) for p in inputs], samples, seed, shapes)
+            new_model, report = layers.quantize_model(proto, quant_type, feeds, quantize_output=quantize_output,
+                                                      nodes=nodes)
+        if output is not None:
+            save_model_timed(new_model, Path(output), like=_like(model))
+        return {"quantize": report}, new_model
+
+    return _run("quantize", {"model": _describe(model)}, work)
 
 
 # ----------------------------------------------------------------------------------------------

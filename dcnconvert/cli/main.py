@@ -1,6 +1,7 @@
 """The ``dcnconvert`` command line: a thin click layer over the library.
 
-Commands here: ``inspect``, ``rewrite``, ``reference``. The engine commands (``build``, ``convert``,
+Commands here: ``inspect``, ``rewrite``, ``reference``. ``quantize`` lives in
+:mod:`dcnconvert.cli.quantize`; the engine commands (``build``, ``convert``,
 ``verify``, ``plugin-path``) live in :mod:`dcnconvert.cli.engine`, the ``plugin`` group (``plugin build``) in
 :mod:`dcnconvert.cli.plugin`; each is added by its module's ``register(group)``.
 
@@ -177,11 +178,14 @@ def reference(model: Path, output: Path, json_mode: bool) -> None:
 
 
 def _register_engine_commands(group: click.Group) -> None:
-    """Add ``build``/``convert``/``verify``/``plugin-path`` from :mod:`dcnconvert.cli.engine` and the
-    ``plugin`` group (``plugin build``) from :mod:`dcnconvert.cli.plugin`."""
+    """Add ``quantize`` from :mod:`dcnconvert.cli.quantize`, ``build``/``convert``/``verify``/``plugin-path``
+    from :mod:`dcnconvert.cli.engine` and the ``plugin`` group (``plugin build``) from
+    :mod:`dcnconvert.cli.plugin`."""
     from dcnconvert.cli import engine as cli_engine
     from dcnconvert.cli import plugin as cli_plugin
+    from dcnconvert.cli import quantize as cli_quantize
 
+    cli_quantize.register(group)
     cli_engine.register(group)
     cli_plugin.register(group)
 
