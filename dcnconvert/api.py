@@ -199,7 +199,8 @@ def quantize(model: ModelLike, output: str | os.PathLike[str] | None = None, *, 
         proto = _load(model)
         with timed("calibrate", "Calibrating the DCN layers in ONNX Runtime"):
             feeds = calibrate.calibration_feeds(proto, [Path(p) for p in inputs], samples, seed, shapes)
-            new_model, report = layers.quantize_model(proto, quant_type, feeds, quantize_output=quantize_output,
+            new_model, report = layers.quantize_model(proto, quant_type, feeds,
+                                                      quantize_output=quantize_output,
                                                       nodes=nodes)
         if output is not None:
             save_model_timed(new_model, Path(output), like=_like(model))

@@ -45,7 +45,8 @@ def register(group: click.Group) -> None:
     @click.option("--shapes", multiple=True, metavar="NAME:DIMS",
                   help="Shapes of the random inputs for dynamic model inputs, e.g. x:1x3x64x64.")
     @click.option("--quantize-output", is_flag=True,
-                  help="Quantize each DCN's output too (Q/DQ after the node, scale from its calibrated amax).")
+                  help="Quantize each DCN's output too (Q/DQ after the node, scale from its calibrated "
+                  "amax).")
     @click.option("--node", "nodes", multiple=True, metavar="NAME",
                   help="Quantize only this DCN node (repeatable; default: every DCN node that can be).")
     @common_options

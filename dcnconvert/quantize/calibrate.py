@@ -5,7 +5,8 @@ standard ``DeformConv`` (:func:`dcnconvert.transform.standard.to_standard_model`
 names of the DCNs' x inputs and outputs. The tensors to calibrate become extra graph outputs;
 amax is the maximum of ``|value|`` over every element of every calibration input (max calibration,
 per tensor). Inputs come from ``.npz`` files (one feed dict each, as ``verify --inputs`` reads them,
-or samples stacked on the batch axis as ModelOpt's ``--calibration_data_path`` takes them) or are random (:func:`dcnconvert.verification.io.make_inputs`, uniform in [-1, 1)).
+or samples stacked on the batch axis as ModelOpt's ``--calibration_data_path`` takes them) or are
+random (:func:`dcnconvert.verification.io.make_inputs`, uniform in [-1, 1)).
 """
 
 from __future__ import annotations

@@ -62,11 +62,11 @@ def _selectable(model: onnx.ModelProto, match: Any, producers: Mapping[str, onnx
     x, weight = match.inputs.get("x"), match.inputs.get("weight")
     if not x or not weight:
         return "it has no x or no weight input"
-    if qdq.constant_value(model, weight) is None:
-        return f"its weight '{weight}' is not a constant"
     producer = producers.get(x)
     if producer is not None and producer.op_type == "DequantizeLinear":
         return f"its x '{x}' is already the output of DequantizeLinear '{producer.name}'"
+    if qdq.constant_value(model, weight) is None:
+        return f"its weight '{weight}' is not a constant"
     return None
 
 
@@ -114,17 +114,18 @@ def quantize_model(model: onnx.ModelProto, qtype: str, feeds: Sequence[Mapping[s
             skipped.append({"node": m.label, "reason": reason})
             logger.warning("DCN node '%s' is left in float: %s", m.label, reason)
     if not chosen:
-        raise NoMatchError("no DCN node of the model can be quantized"
-                           + (f" ({'; '.join(s['node'] + ': ' + s['reason'] for s in skipped)})" if skipped else ""),
+        why = "; ".join(f"{s['node']}: {s['reason']}" for s in skipped)
+        raise NoMatchError("no DCN node of the model can be quantized" + (f" ({why})" if why else ""),
                            hint="quantize a float model with DCN nodes whose weights are constants")
-    names = sorted({m.inputs["x"] for m in chosen} | ({m.output for m in chosen} if quantize_output else set()))
+    names = sorted({m.inputs["x"] for m in chosen} | {m.output for m in chosen if quantize_output})
     amax = calibrate.collect_amax(model, feeds, names)
     plans = []
     for m in chosen:
         node = model.graph.node[m.index]
         x, weight = m.inputs["x"], m.inputs["weight"]
         if amax[x] == 0.0:
-            logger.warning("DCN node '%s': x '%s' is 0 on every calibration input; its scale is 1", m.label, x)
+            logger.warning("DCN node '%s': x '%s' is 0 on every calibration input; its scale is 1",
+                           m.label, x)
         w_value = qdq.constant_value(model, weight)
         assert w_value is not None  # checked by _selectable
         plan = qdq.LayerPlan(node_name=m.label, index=m.index, x=x, x_pos=_position(node, x),

@@ -97,7 +97,8 @@ class LayerPlan:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the command's ``layers`` rows)."""
         return {"node": self.node_name, "x": self.x, "x_scale": self.x_scale, "weight": self.weight,
-                "weight_scale_min": float(np.min(self.w_scale)), "weight_scale_max": float(np.max(self.w_scale)),
+                "weight_scale_min": float(np.min(self.w_scale)),
+                "weight_scale_max": float(np.max(self.w_scale)),
                 "output": self.output, "output_scale": self.output_scale}
 
 
@@ -114,7 +115,8 @@ def _zero_point(name: str, qtype: str, shape: tuple[int, ...]) -> TensorProto:
     if qtype == "int8":
         return numpy_helper.from_array(np.zeros(shape, dtype=np.int8), name)
     # FLOAT8E4M3FN zero: all bits 0; written as raw bytes, which every onnx version reads back.
-    return helper.make_tensor(name, TensorProto.FLOAT8E4M3FN, list(shape), bytes(int(np.prod(shape))), raw=True)
+    nbytes = int(np.prod(shape))
+    return helper.make_tensor(name, TensorProto.FLOAT8E4M3FN, list(shape), bytes(nbytes), raw=True)
 
 
 def _scale(name: str, value: np.ndarray | float, elem_type: int) -> TensorProto:
@@ -145,7 +147,8 @@ class _Graph:
         g = self.model.graph
         s_name, z_name = self.unique(f"{src}_scale"), self.unique(f"{src}_zero_point")
         g.initializer.extend([_scale(s_name, scale, elem_type), _zero_point(z_name, self.qtype, shape)])
-        q_out, dq_out = self.unique(f"{src}_QuantizeLinear_Output"), self.unique(f"{src}_DequantizeLinear_Output")
+        q_out = self.unique(f"{src}_QuantizeLinear_Output")
+        dq_out = self.unique(f"{src}_DequantizeLinear_Output")
         kw = {} if axis is None else {"axis": axis}
         q = helper.make_node("QuantizeLinear", [src, s_name, z_name], [q_out],
                              name=self.unique(f"{src}_QuantizeLinear"), **kw)
@@ -178,7 +181,8 @@ def insert_qdq(model: onnx.ModelProto, plans: list[LayerPlan], qtype: str) -> on
     for plan in sorted(plans, key=lambda p: p.index):
         node = nodes[plan.index]
         if node.input[plan.x_pos] != plan.x or node.input[plan.w_pos] != plan.weight:
-            raise ModelError(f"node '{plan.node_name}' no longer reads x '{plan.x}' and weight '{plan.weight}'",
+            raise ModelError(f"node '{plan.node_name}' no longer reads x '{plan.x}' and weight "
+                             f"'{plan.weight}'",
                              node=plan.node_name, hint="this is a bug in dcnconvert; please report it")
         if plan.x not in x_pairs:
             pair, x_pairs[plan.x] = g.qdq_pair(plan.x, plan.x_scale, _float_type(inferred, plan.x), None, ())
