@@ -1,9 +1,10 @@
 """The quantize stage from a float model to a Q/DQ model: choose the DCN layers, calibrate, insert.
 
 :func:`quantize_model` finds the DCN nodes (:mod:`dcnconvert.match.finder`), keeps those it can
-quantize (a node of the main graph with a constant weight input, whose x is not already dequantized;
-others are reported and left alone), upgrades the default-domain opset when the Q/DQ nodes need it,
-calibrates x and (optionally) the output of each layer (:mod:`dcnconvert.quantize.calibrate`) and
+quantize (a node of the main graph with a constant weight input; an x that is already the output
+of a per-tensor DequantizeLinear of the same type, as ModelOpt leaves it when a neighbouring Conv
+reads the same tensor, is kept with its scale; others are reported and left alone), upgrades the
+default-domain opset when the Q/DQ nodes need it, calibrates x and (optionally) the output of each layer (:mod:`dcnconvert.quantize.calibrate`) and
 inserts the Q/DQ nodes (:mod:`dcnconvert.quantize.qdq`).
 """
 
@@ -51,7 +52,22 @@ def _position(node: onnx.NodeProto, name: str) -> int:
     return list(node.input).index(name)
 
 
-def _selectable(model: onnx.ModelProto, match: Any, producers: Mapping[str, onnx.NodeProto]) -> str | None:
+def existing_x_scale(model: onnx.ModelProto, dq: onnx.NodeProto, qtype: str) -> float | None:
+    """The scale of a DequantizeLinear that already feeds a DCN's x (ModelOpt shares the Q/DQ pair of
+    a tensor among its consumers), when the layer can keep it: a constant positive scalar scale and a
+    scalar zero point 0 of ``qtype``; else None."""
+    scale = qdq.constant_value(model, dq.input[1]) if len(dq.input) > 1 else None
+    zp = qdq.constant_value(model, dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
+    if scale is None or scale.size != 1 or not float(scale.reshape(-1)[0]) > 0 or zp is None or zp.size != 1:
+        return None
+    zp_type = {"int8": np.dtype(np.int8), "fp8e4m3": np.dtype("float8_e4m3fn")}[qtype]
+    if zp.dtype != zp_type or float(zp.astype(np.float32).reshape(-1)[0]) != 0.0:
+        return None
+    return float(scale.reshape(-1)[0])
+
+
+def _selectable(model: onnx.ModelProto, match: Any, producers: Mapping[str, onnx.NodeProto],
+                qtype: str) -> str | None:
     """Why ``match`` cannot get Q/DQ nodes, or None when it can."""
     if match.index < 0:
         return "it is inside a subgraph"
@@ -63,8 +79,12 @@ def _selectable(model: onnx.ModelProto, match: Any, producers: Mapping[str, onnx
     if not x or not weight:
         return "it has no x or no weight input"
     producer = producers.get(x)
-    if producer is not None and producer.op_type == "DequantizeLinear":
-        return f"its x '{x}' is already the output of DequantizeLinear '{producer.name}'"
+    if producer is not None and producer.op_type == "DequantizeLinear" and existing_x_scale(
+            model, producer, qtype) is None:
+        return (f"its x '{x}' is already the output of DequantizeLinear '{producer.name}', which is not "
+                f"per tensor {qtype} with zero point 0")
+    if weight in producers and producers[weight].op_type == "DequantizeLinear":
+        return f"its weight '{weight}' is already dequantized"
     if qdq.constant_value(model, weight) is None:
         return f"its weight '{weight}' is not a constant"
     return None
@@ -107,7 +127,7 @@ def quantize_model(model: onnx.ModelProto, qtype: str, feeds: Sequence[Mapping[s
     for m in matches:
         if nodes and m.label not in nodes:
             continue
-        reason = _selectable(model, m, producers)
+        reason = _selectable(model, m, producers, qtype)
         if reason is None:
             chosen.append(m)
         else:
@@ -128,9 +148,13 @@ def quantize_model(model: onnx.ModelProto, qtype: str, feeds: Sequence[Mapping[s
                            m.label, x)
         w_value = qdq.constant_value(model, weight)
         assert w_value is not None  # checked by _selectable
+        producer = producers.get(x)
+        shared = (existing_x_scale(model, producer, qtype)
+                  if producer is not None and producer.op_type == "DequantizeLinear" else None)
         plan = qdq.LayerPlan(node_name=m.label, index=m.index, x=x, x_pos=_position(node, x),
-                             x_scale=float(qdq.scale_from_amax(amax[x], qtype)), weight=weight,
-                             w_pos=_position(node, weight), w_scale=qdq.weight_scales(w_value, qtype))
+                             x_scale=float(qdq.scale_from_amax(amax[x], qtype)) if shared is None else shared,
+                             weight=weight, w_pos=_position(node, weight),
+                             w_scale=qdq.weight_scales(w_value, qtype), x_quantized=shared is not None)
         if quantize_output:
             plan.output, plan.output_scale = m.output, float(qdq.scale_from_amax(amax[m.output], qtype))
         plans.append(plan)

@@ -16,7 +16,7 @@ their outputs ``..._Output``, initializers ``<tensor>_scale`` and ``<tensor>_zer
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -92,14 +92,14 @@ class LayerPlan:
     w_scale: np.ndarray
     output: str | None = None
     output_scale: float | None = None
-    notes: list[str] = field(default_factory=list)
+    x_quantized: bool = False  # x is already a DequantizeLinear output: no new pair, its scale kept
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the command's ``layers`` rows)."""
         return {"node": self.node_name, "x": self.x, "x_scale": self.x_scale, "weight": self.weight,
                 "weight_scale_min": float(np.min(self.w_scale)),
                 "weight_scale_max": float(np.max(self.w_scale)),
-                "output": self.output, "output_scale": self.output_scale}
+                "output": self.output, "output_scale": self.output_scale, "x_scale_kept": self.x_quantized}
 
 
 def _float_type(model: onnx.ModelProto, name: str) -> int:
@@ -184,6 +184,8 @@ def insert_qdq(model: onnx.ModelProto, plans: list[LayerPlan], qtype: str) -> on
             raise ModelError(f"node '{plan.node_name}' no longer reads x '{plan.x}' and weight "
                              f"'{plan.weight}'",
                              node=plan.node_name, hint="this is a bug in dcnconvert; please report it")
+        if plan.x_quantized:
+            x_pairs[plan.x] = plan.x
         if plan.x not in x_pairs:
             pair, x_pairs[plan.x] = g.qdq_pair(plan.x, plan.x_scale, _float_type(inferred, plan.x), None, ())
             before.setdefault(plan.index, []).extend(pair)

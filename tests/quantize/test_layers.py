@@ -155,12 +155,52 @@ def test_skips_are_reported_and_nothing_quantizable_is_an_error():
         layers.quantize_model(model, "int8", [samples.input_feeds(model, 0)])
 
 
-def test_already_dequantized_x_is_left_alone():
+def test_quantized_layers_are_not_quantized_twice():
     model = samples.build("onnx.DeformConv", seed=1)
     feeds = [samples.input_feeds(model, 0)]
     once, _ = layers.quantize_model(model, "int8", feeds)
-    with pytest.raises(NoMatchError, match="already the output of DequantizeLinear"):
+    with pytest.raises(NoMatchError, match="already dequantized"):
         layers.quantize_model(once, "int8", feeds)
+
+
+def _with_x_pair(model, scale, zp):
+    """``model`` whose DCN reads x through a Q/DQ pair given from outside (as ModelOpt shares one)."""
+    g = model.graph
+    g.initializer.extend([numpy_helper.from_array(np.asarray(scale, np.float32), "xs"),
+                          numpy_helper.from_array(zp, "xz")])
+    g.node.insert(0, onnx.helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q"))
+    g.node.insert(1, onnx.helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq"))
+    next(n for n in g.node if n.op_type == "DeformConv").input[0] = "xd"
+    return model
+
+
+def test_shared_x_pair_is_kept_and_only_the_weight_is_added():
+    model = _with_x_pair(samples.build("onnx.DeformConv", seed=1), 0.02, np.zeros((), np.int8))
+    out, report = layers.quantize_model(model, "int8", [samples.input_feeds(model, 0)])
+    onnx.checker.check_model(out)
+    row = report["layers"][0]
+    assert row["x_scale_kept"] and row["x_scale"] == pytest.approx(0.02)
+    ops = [n.op_type for n in out.graph.node]
+    assert ops.count("QuantizeLinear") == 2 and ops.count("DequantizeLinear") == 2
+    assert next(n for n in out.graph.node if n.op_type == "DeformConv").input[0] == "xd"
+
+
+@pytest.mark.parametrize("scale,zp,qtype", [
+    ([0.02, 0.03], np.zeros(2, np.int8), "int8"),      # not per tensor (a 1-D scale on x)
+    (0.02, np.ones((), np.int8), "int8"),               # zero point not 0
+    (0.02, np.zeros((), np.uint8), "int8"),             # UINT8
+    (0.02, np.zeros((), np.int8), "fp8e4m3"),           # another type than asked for
+])
+def test_shared_x_pair_that_cannot_be_kept_leaves_the_layer_float(scale, zp, qtype):
+    model = samples.build("onnx.DeformConv", seed=1, c=2, opset=19)
+    if np.asarray(scale).size > 1:  # a per-channel DQ needs its axis
+        model = _with_x_pair(model, scale, zp)
+        for n in model.graph.node[:2]:
+            n.attribute.append(onnx.helper.make_attribute("axis", 1))
+    else:
+        model = _with_x_pair(model, scale, zp)
+    with pytest.raises(NoMatchError, match="not per tensor"):
+        layers.quantize_model(model, qtype, [samples.input_feeds(model, 0)])
 
 
 def test_node_selection_and_unknown_names():
