@@ -4,8 +4,8 @@
 quantize (a node of the main graph with a constant weight input; an x that is already the output
 of a per-tensor DequantizeLinear of the same type, as ModelOpt leaves it when a neighbouring Conv
 reads the same tensor, is kept with its scale; others are reported and left alone), upgrades the
-default-domain opset when the Q/DQ nodes need it, calibrates x and (optionally) the output of each layer (:mod:`dcnconvert.quantize.calibrate`) and
-inserts the Q/DQ nodes (:mod:`dcnconvert.quantize.qdq`).
+default-domain opset when the Q/DQ nodes need it, calibrates x and (optionally) the output of each
+layer (:mod:`dcnconvert.quantize.calibrate`) and inserts the Q/DQ nodes (:mod:`dcnconvert.quantize.qdq`).
 """
 
 from __future__ import annotations
