@@ -191,3 +191,23 @@ def test_fp8_rounding_matches_ml_dtypes():
                              [448.0, 464.0, 465.0, -1e4, 0.0, 2.0 ** -10, 3 * 2.0 ** -11]])
     expected = np.clip(values, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
     np.testing.assert_array_equal(to_e4m3(values), expected)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_low_precision_cast_keeps_the_quantized_fields_and_makes_floats_low(precision):
+    from dcnconvert.precision.cast import LOW_TYPES, cast_model
+    from dcnconvert.precision.plan import infer_types
+
+    low = LOW_TYPES[precision]
+    for name, out_type in (("fp8_mmcv", low), ("int8_deformconv_out", TensorProto.INT8)):
+        rewritten, _ = rewrite_model(gen.build(name, seed=3))
+        cast, _ = cast_model(rewritten, precision)
+        node = _plugin(cast)
+        types = infer_types(cast)
+        assert [types[n] for n in node.input[1:]] == [low, low]  # offset and mask
+        assert types[node.input[0]] in (TensorProto.INT8, TensorProto.FLOAT8E4M3FN)
+        assert types[node.output[0]] == out_type  # float output = the offset's type
+        before, after = _attrs(_plugin(rewritten)), _attrs(node)
+        for field in (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SCALE):
+            assert after[field].SerializeToString() == before[field].SerializeToString()
+        assert after[schema.ATTR_BIAS].data_type == low
