@@ -45,7 +45,7 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from support import samples  # noqa: E402
 
-from dcnconvert.model.quantized import ONNX_TYPE_OF, QUANT_MAX, quantize_values  # noqa: E402
+from dcnconvert.model.quantized import ONNX_TYPE_OF, quantize_values  # noqa: E402
 
 #: The amplitude of x the scales assume (input_feeds draws x ~ N(0, 1)).
 X_AMAX = 3.0
@@ -85,7 +85,8 @@ CASES: dict[str, Case] = {
     "int8_deformconv_out": Case("onnx.DeformConv", output=True, weight="qdq"),
     "fp8_deformconv_out": Case("onnx.DeformConv", qtype="fp8e4m3", output=True),
     "int8_deformconv_pads": Case("onnx.DeformConv", build=(("pads", (0, 1, 2, 1)),)),
-    "fp8_deformconv_pads": Case("onnx.DeformConv", qtype="fp8e4m3", output=True, build=(("pads", (2, 0, 1, 1)),)),
+    "fp8_deformconv_pads": Case("onnx.DeformConv", qtype="fp8e4m3", output=True,
+                                build=(("pads", (2, 0, 1, 1)),)),
     "int8_mmcv_out": Case("mmcv.MMCVModulatedDeformConv2d", output=True, weight="qdq",
                           build=(("deformable_group", 2), ("group", 2), ("c", 4), ("cout", 6))),
     "fp8_mmcv": Case("mmcv.MMCVModulatedDeformConv2d", qtype="fp8e4m3", build=(("stride", (2, 1)),)),
@@ -153,7 +154,8 @@ def _qdq(g: _Graph, case: Case, tensor: str, scale: float, role: str) -> tuple[s
         scale_values, dims = np.full(channels, scale, np.float32), [channels]
     s = g.add_init(scale_values, f"{tensor}_scale")
     z = g.zero_point(f"{tensor}_zero_point", qtype, dims, zp_value)
-    q = g.node("QuantizeLinear", [tensor, s, z], f"{tensor}_QuantizeLinear_Output", f"{tensor}_QuantizeLinear")
+    q = g.node("QuantizeLinear", [tensor, s, z], f"{tensor}_QuantizeLinear_Output",
+               f"{tensor}_QuantizeLinear")
     q_out = q.output[0]
     dq = g.node("DequantizeLinear", [q_out, s, z], f"{tensor}_DequantizeLinear_Output",
                 f"{tensor}_DequantizeLinear")

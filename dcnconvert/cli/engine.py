@@ -158,8 +158,9 @@ def _verification_text(result: dict[str, Any]) -> str:
     layers = result.get("quantized") or []
     if layers:
         kinds = ", ".join(sorted({layer["quant_type"] for layer in layers}))
-        text += (f"\nquantized model: {len(layers)} DCN layer(s) ({kinds}), compared with the Q/DQ reference; "
-                 f"their sample rounding moves an output by at most {max(l['rounding_bound'] for l in layers):.3g}")
+        bound = max(layer["rounding_bound"] for layer in layers)
+        text += (f"\nquantized model: {len(layers)} DCN layer(s) ({kinds}), compared with the Q/DQ "
+                 f"reference; their sample rounding moves an output by at most {bound:.3g}")
     if result.get("print_commands"):
         text += "\n" + "\n".join(result.get("commands") or [])
     return text

@@ -70,12 +70,12 @@ def _tensor(attr: onnx.AttributeProto, role: str, allowed: dict[int, str] = sche
                              "attribute")
     tensor = attr.t
     if tensor.data_type not in allowed:
-        raise NotConvertible(f"attribute '{attr.name}' holds {_type_name(tensor.data_type)} values; the plugin "
-                             f"takes an embedded {role} of type {', '.join(allowed.values())}{why}")
+        raise NotConvertible(f"attribute '{attr.name}' holds {_type_name(tensor.data_type)} values; the "
+                             f"plugin takes an embedded {role} of type {', '.join(allowed.values())}{why}")
     return tensor
 
 
-_QUANT_ATTRS = (schema.ATTR_QUANT_TYPE, schema.ATTR_X_SCALE, schema.ATTR_WEIGHT_SCALE, schema.ATTR_OUTPUT_SCALE)
+_QUANT_ATTRS = tuple(name for name, _, _ in schema.QUANT_FIELDS)
 
 
 def _quant_type(attrs: dict[str, onnx.AttributeProto], shape: list[int]) -> str | None:
@@ -97,8 +97,8 @@ def _quant_type(attrs: dict[str, onnx.AttributeProto], shape: list[int]) -> str 
     if schema.ATTR_X_SCALE not in attrs:
         raise NotConvertible(f"quantized node without '{schema.ATTR_X_SCALE}' (FLOAT, the scale of x)")
     if schema.ATTR_WEIGHT_SCALE not in attrs:
-        raise NotConvertible(f"quantized node without '{schema.ATTR_WEIGHT_SCALE}' (FLOAT tensor, one scale per "
-                             "output channel)")
+        raise NotConvertible(f"quantized node without '{schema.ATTR_WEIGHT_SCALE}' (FLOAT tensor, one scale "
+                             "per output channel)")
     scale = _tensor(attrs[schema.ATTR_WEIGHT_SCALE], "weight scale", {onnx.TensorProto.FLOAT: "FLOAT"})
     if _count(scale) != shape[0]:
         raise NotConvertible(f"attribute '{schema.ATTR_WEIGHT_SCALE}' has {_count(scale)} values; expected "

@@ -314,7 +314,8 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
         if embedded is not None:
             parsed.notes.append(f"{' and '.join(parsed.embedded)} embedded in the node (attributes)")
         if parsed.quant:
-            parsed.notes.append(f"quantized ({parsed.quant}): x and weight quantized, per-channel weight scales")
+            parsed.notes.append(f"quantized ({parsed.quant}): x and weight quantized, per-channel weight "
+                                "scales")
     return parsed
 
 

@@ -234,7 +234,8 @@ def _output_dqs(match: DcnMatch, g: Graph) -> list[onnx.NodeProto] | None:
 
 
 def _same(a: QdqNode, b: QdqNode) -> bool:
-    return (a.qtype, a.zero_point_zero, a.axis, a.block_size) == (b.qtype, b.zero_point_zero, b.axis, b.block_size) \
+    key = ("qtype", "zero_point_zero", "axis", "block_size")
+    return all(getattr(a, k) == getattr(b, k) for k in key) \
         and a.scale is not None and b.scale is not None and np.array_equal(a.scale, b.scale)
 
 
@@ -263,9 +264,10 @@ def _weight(match: DcnMatch, g: Graph, cout: int | None) -> tuple[np.ndarray, Qd
     if problem:
         return problem
     if w_f is None:
-        return f"weight '{q.node.input[0]}' (quantized by '{q.node.name}') is not a constant with its data loaded"
+        return (f"weight '{q.node.input[0]}' (quantized by '{q.node.name}') is not a constant with its data "
+                "loaded")
     if q.qtype != dq.qtype:
-        return f"the weight's QuantizeLinear and DequantizeLinear disagree on the type"
+        return "the weight's QuantizeLinear and DequantizeLinear disagree on the type"
     scale = q.scale.reshape((-1,) + (1,) * (w_f.ndim - 1)) if q.scale.size > 1 else q.scale.reshape(())
     qtype = QUANT_ONNX_TYPES[q.qtype]
     return quantize_values(w_f, scale, qtype, saturate=bool(q.saturate)), dq, removable + [q.node]

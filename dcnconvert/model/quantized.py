@@ -53,7 +53,8 @@ def to_grid(values: np.ndarray, qtype: str, saturate: bool = True) -> np.ndarray
     raise ValueError(f"unknown quantized type {qtype!r} (expected one of {', '.join(schema.QUANT_TYPES)})")
 
 
-def quantize_values(values: np.ndarray, scale: np.ndarray | float, qtype: str, saturate: bool = True) -> np.ndarray:
+def quantize_values(values: np.ndarray, scale: np.ndarray | float, qtype: str,
+                    saturate: bool = True) -> np.ndarray:
     """ONNX QuantizeLinear with zero point 0: ``values / scale`` on the grid of ``qtype``, as float64.
 
     ``scale`` broadcasts against ``values`` (a per-channel scale of an OIHW weight has shape

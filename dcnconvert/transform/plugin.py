@@ -264,7 +264,7 @@ def rewrite_model(
     new_initializers: list[onnx.TensorProto] = []
     in_place: set[int] = set()  # plugin nodes that keep their embedded weights: updated where they are
     pending: dict[str, dict[str, weights.Source]] = {}  # plugin output -> weights to embed after the splice
-    quantized: dict[str, tuple[quant.QuantDcn, str]] = {}  # plugin output -> quantized weights, after the splice
+    quantized: dict[str, tuple[quant.QuantDcn, str]] = {}  # plugin output -> quantized weights to embed
     for m in work:
         old = builder.graph.nodes[m.index]
         embedding = embed and (bool(m.embedded) or m.index in sources)

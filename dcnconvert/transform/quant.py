@@ -95,9 +95,11 @@ def check_quantized_nodes(known: list[DcnMatch], target: schema.Target, embed: b
             continue
         if not target.has_embedded_weights:
             raise UnsupportedNodeError(
-                f"node '{m.label}' is a quantized plugin node ({m.quant}); the plugin of --target {target.name} "
-                "has no quantized layers", hint="use --target dcnconvert, or rewrite the original Q/DQ model "
-                f"for --target {target.name} (its DCNs then stay float nodes)", node=m.label)
+                f"node '{m.label}' is a quantized plugin node ({m.quant}); the plugin of --target "
+                f"{target.name} has no quantized layers",
+                hint=f"use --target dcnconvert, or rewrite the original Q/DQ model for --target "
+                f"{target.name} "
+                "(its DCNs then stay float nodes)", node=m.label)
         if not embed:
             raise UsageError(
                 f"node '{m.label}' is a quantized plugin node ({m.quant}); its quantized weight and scales "
@@ -170,7 +172,8 @@ def requantized(builder: Builder, base: str, like: onnx.NodeProto, outputs: list
     float_out = gs.Variable(builder.names(f"{base}/dcnconvert_float_out"))
     t = builder.tensors
     extra = [t[name] for name in like.input[1:3] if name]
-    attrs = {a.name: helper.get_attribute_value(a) for a in like.attribute if a.name in ("axis", "block_size")}
+    attrs = {a.name: helper.get_attribute_value(a) for a in like.attribute
+             if a.name in ("axis", "block_size")}
     q = gs.Node(op="QuantizeLinear", name=builder.names(f"{base}/dcnconvert_quantize_out"), attrs=attrs,
                 inputs=[float_out] + extra, outputs=list(outputs))
     return [float_out], [q]

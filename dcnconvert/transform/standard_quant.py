@@ -3,7 +3,8 @@
 :func:`dcnconvert.transform.standard.plugin_model_to_standard` (``dcnconvert reference``, ``verify``)
 calls :func:`expand` for every plugin node that carries ``quant_type``; it becomes::
 
-    x_q -> DequantizeLinear(x_scale) -> DeformConv(W = w_q * weight_scale, B) [-> QuantizeLinear(output_scale)]
+    x_q -> DequantizeLinear(x_scale) -> DeformConv(W = w_q * weight_scale, B)
+        [-> QuantizeLinear(output_scale)]
 
 The weight is dequantized here in float32 (what a DequantizeLinear of the weight computes), the bias
 is the node's float bias. Nothing rounds the modulated samples: the plugin's kernels do (see

@@ -201,7 +201,8 @@ def move_to_initializers(graph: onnx.GraphProto, node: onnx.NodeProto,
 
 def unembed_graph(graph: onnx.GraphProto, unique: Callable[[str], str]) -> int:
     """Move the embedded weight and bias of every float plugin node of ``graph`` into initializers (the
-    node's inputs 4 and 5; quantized nodes keep theirs); returns how many nodes changed. ``unique(base)`` names the initializers."""
+    node's inputs 4 and 5; quantized nodes keep theirs); returns how many nodes changed.
+    ``unique(base)`` names the initializers."""
     changed = 0
     for node in graph.node:
         if not schema.is_plugin_node(node) or "weight" not in embedded_tensors(node):

@@ -29,7 +29,10 @@ from dcnconvert import schema
 from dcnconvert.model.quantized import QUANT_MAX
 
 #: The largest rounding step of one sample, in units of ``x_scale``.
-SAMPLE_STEP: dict[str, float] = {"int8": 0.5, "fp8e4m3": 0.5 * 2.0 ** (np.floor(np.log2(QUANT_MAX["fp8e4m3"])) - 3)}
+SAMPLE_STEP: dict[str, float] = {
+    "int8": 0.5,
+    "fp8e4m3": 0.5 * 2.0 ** (np.floor(np.log2(QUANT_MAX["fp8e4m3"])) - 3),  # 16: half the ulp of 256..448
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ def _layer(node: Any) -> QuantLayer:
     bound = float(np.max(x_scale * w_scale * w_q.sum(axis=1) * SAMPLE_STEP[qtype]))
     if out_scale is not None:
         bound += float(out_scale)
-    return QuantLayer(node.name or node.output[0], qtype, x_scale, None if out_scale is None else float(out_scale),
-                      bound)
+    out = None if out_scale is None else float(out_scale)
+    return QuantLayer(node.name or node.output[0], qtype, x_scale, out, bound)
 
 
 def quantized_layers(model: Any, target: str = schema.DEFAULT_TARGET) -> list[QuantLayer]:

@@ -36,7 +36,6 @@ import numpy as np
 from dcnconvert.backend.trt import profiles as shapes
 from dcnconvert.errors import AccuracyError, ModelError, UsageError
 from dcnconvert.verification.compare import DEFAULT_TOLERANCES, compare, format_rows, tolerances
-from dcnconvert.verification.quant import atol_floor, quantized_layers
 from dcnconvert.verification.io import (
     cast_feeds,
     check_feeds,
@@ -45,6 +44,7 @@ from dcnconvert.verification.io import (
     save_inputs,
     save_run_results,
 )
+from dcnconvert.verification.quant import atol_floor, quantized_layers
 
 LOG = logging.getLogger("dcnconvert.verification.runner")
 
@@ -217,11 +217,11 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
         from dcnconvert.backend.trt import adapter as trt_adapter
     timer = timer or Timer()
     atol, rtol = tolerances(options.precision, options.atol, options.rtol)
+    if not Path(engine).is_file():
+        raise UsageError(f"the engine {engine} does not exist", hint="build it with 'dcnconvert build' first")
     layers = quantized_layers(model, options.target)
     if layers and options.atol is None:  # the kernels round each sample; the reference does not
         atol = max(atol, atol_floor(layers))
-    if not Path(engine).is_file():
-        raise UsageError(f"the engine {engine} does not exist", hint="build it with 'dcnconvert build' first")
     if env is None:
         env = check_environment(BuildOptions(target=options.target, plugin_lib=options.plugin_lib,
                                              runtime=options.runtime), trt_adapter)

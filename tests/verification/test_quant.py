@@ -48,7 +48,8 @@ class QuantizedFakeAdapter(FakeAdapter):
             y = qmath.dcn_quant(x_q, attrs[schema.ATTR_X_SCALE], feed["offset"], feed["mask"],
                                 numpy_helper.to_array(attrs[schema.ATTR_WEIGHT]).astype(np.float64),
                                 numpy_helper.to_array(attrs[schema.ATTR_WEIGHT_SCALE]),
-                                numpy_helper.to_array(attrs[schema.ATTR_BIAS]), qtype=qtype, round_samples=True,
+                                numpy_helper.to_array(attrs[schema.ATTR_BIAS]), qtype=qtype,
+                                round_samples=True,
                                 stride=a.stride, padding=a.padding, dilation=a.dilation, group=a.group,
                                 deformable_group=a.deformable_group)
             if schema.ATTR_OUTPUT_SCALE in attrs:
@@ -87,8 +88,8 @@ def test_quantized_engine_passes_with_the_default_tolerances_and_is_reported(tmp
     assert [q.to_dict() for q in vquant.quantized_layers(rewritten)] == payload["quantized"]
     # a tolerance given is kept: FP32's tight one does not allow for the rounding
     with pytest.raises(AccuracyError):
-        verify.verify_engine(engine, original, path, verify.VerifyOptions(plugin_lib=lib, atol=1e-6, rtol=1e-6),
-                             trt_adapter=fake)
+        tight = verify.VerifyOptions(plugin_lib=lib, atol=1e-6, rtol=1e-6)
+        verify.verify_engine(engine, original, path, tight, trt_adapter=fake)
 
 
 def test_bound_follows_the_scales():
