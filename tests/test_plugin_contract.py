@@ -33,6 +33,7 @@ GLUE_SOURCES = (
     "dcnPluginTensors.cpp",
     "dcnPluginCreator.cpp",
     "dcnPluginWeights.cpp",
+    "dcnPluginQuant.cpp",
     "registration.cpp",
 )
 EXPORTED = {"getCreators", "setLoggerFinder"}

@@ -58,9 +58,11 @@ TRT_MAJOR := $(if $(TRT_INCLUDE),$(shell sed -n 's/^\#define \(NV_TENSORRT_MAJOR
 
 # Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
 TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
-            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/registration.cpp \
+            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/dcnPluginQuant.cpp \
+            trt/registration.cpp \
             trt/runtimeGuard.cpp trt/rtxParserLink.cpp
-TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/checkMacros.h trt/runtimeGuard.h \
+TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/dcnPluginQuant.h trt/checkMacros.h \
+            trt/runtimeGuard.h \
             trt/rtxParserLink.h \
             $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
