@@ -31,11 +31,12 @@ namespace trt
 
 bool DcnPlugin::channelLastOk(PluginTensorDesc const& x) const noexcept
 {
-    // kHWC16 is documented for INT8 and FP8 since TensorRT 10.x (NvInferRuntime.h TensorFormat;
-    // 10.3 names FP16 only): a quantized node's x takes it, 16 one-byte channels per vector.
+    // NvInferRuntime.h documents kHWC16 for "FP16, INT8 or FP8" in TensorRT 10.16 and 11.1 (for FP16
+    // only in 10.3): a quantized node's x takes it, 16 one-byte channels per vector.
     bool const quantized = mAttrs.quant.quant != kDCN_QUANT_NONE;
+    DataType const q = mAttrs.quant.quant == kDCN_QUANT_FP8 ? DataType::kFP8 : DataType::kINT8;
     bool const format = quantized
-        ? x.type == quantDataType(mAttrs.quant.quant) && x.format == TensorFormat::kHWC16
+        ? x.type == q && x.format == TensorFormat::kHWC16
         : (x.type == DataType::kHALF && (x.format == TensorFormat::kHWC8 || x.format == TensorFormat::kHWC16))
             || (x.type == DataType::kBF16 && x.format == TensorFormat::kHWC8)
             || (x.type == DataType::kFLOAT && x.format == TensorFormat::kHWC);
