@@ -113,6 +113,9 @@ def rewrite_in_memory(model_path: Path | Any, target: str, require_match: bool,
     # A loaded file's external data is read after the rewrite: embedded weights move as references, and
     # their data is then read once, straight into the plugin nodes (no second copy in memory).
     proto = model_path if given else load_model_timed(model_path, external_data=False)
+    if not given and rewrite_mod.quant.has_qdq(proto):  # quantizing a weight reads its values
+        with timed("load"):
+            onnx_io.load_external_data(proto, model_path)
     tf32 = " (allow_tf32 = 1)" if allow_tf32 else ""
     with timed("rewrite", f"Rewriting DCN nodes for target '{target}'{tf32}"):
         new_model, rep = rewrite_mod.rewrite_model(proto, target, require_match=require_match,

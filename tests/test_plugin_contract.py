@@ -33,11 +33,12 @@ GLUE_SOURCES = (
     "dcnPluginTensors.cpp",
     "dcnPluginCreator.cpp",
     "dcnPluginWeights.cpp",
+    "dcnPluginQuant.cpp",
     "registration.cpp",
 )
 EXPORTED = {"getCreators", "setLoggerFinder"}
 #: nvinfer1::PluginFieldType values (NvInferRuntimePlugin.h) of the types the schema names.
-PLUGIN_FIELD_TYPES = {"FLOAT32": 1, "INT32": 5}
+PLUGIN_FIELD_TYPES = {"FLOAT32": 1, "INT32": 5, "CHAR": 6}
 
 
 def _constant(name: str) -> str:
@@ -65,12 +66,13 @@ def _source_fields() -> list[tuple[str, str, int, bool]]:
 
 
 def _schema_fields() -> list[tuple[str, str, int, bool]]:
-    """What the creator must declare, in order: the required fields, the optional INT ones, then the
-    embedded weights' fields (name, type, length; -1 = variable; required)."""
+    """What the creator must declare, in order: the required fields, the optional INT ones, the
+    embedded weights' fields, then the quantization fields (name, type, length; -1 = variable; required)."""
     return (
         [(name, "INT32", length, True) for name, length in schema.PLUGIN_FIELDS]
         + [(name, "INT32", length, False) for name, length, _ in schema.OPTIONAL_PLUGIN_FIELDS]
         + [(name, kind, length, False) for name, kind, length in schema.WEIGHT_FIELDS]
+        + [(name, kind, length, False) for name, kind, length in schema.QUANT_FIELDS]
     )
 
 
@@ -84,14 +86,41 @@ class TestSource:
 
     def test_fields_match_schema(self) -> None:
         assert _source_fields() == _schema_fields()
-        assert len(_schema_fields()) == 9
+        assert len(_schema_fields()) == 13
+
+    def test_quant_fields(self) -> None:
+        """quant_type (CHAR), x_scale (FLOAT32 x1), weight_scale (FLOAT32, variable) and output_scale
+        (FLOAT32 x1), optional, last and in the schema's order, each with its kFIELD_ index; the
+        quant_type texts are the schema's QUANT_TYPES, mapped to the same DcnQuant codes."""
+        rows = _source_field_rows()
+        names = [row[0] for row in rows]
+        assert names[names.index(schema.ATTR_BIAS) + 1:] == [name for name, _k, _n in schema.QUANT_FIELDS]
+        assert [name for name, _k, _n in schema.QUANT_FIELDS] == [
+            schema.ATTR_QUANT_TYPE, schema.ATTR_X_SCALE, schema.ATTR_WEIGHT_SCALE, schema.ATTR_OUTPUT_SCALE]
+        by_name = {row[0]: row for row in rows}
+        for name, kind, length in schema.QUANT_FIELDS:
+            assert by_name[name] == (name, kind, length, False, "0", "0"), name
+        indices = dict(re.findall(r"constexpr int32_t kFIELD_(\w+)\{(\d+)\};", HEADER))
+        for name, _k, _n in schema.QUANT_FIELDS:
+            assert int(indices[name.upper()]) == names.index(name), name
+        quant = (TRT_DIR / "dcnPluginQuant.cpp").read_text()
+        body = quant[quant.index("char const* quantTypeName(int32_t quant) noexcept"):]
+        body = body[: body.index("\n}\n")]
+        texts = dict(re.findall(r'quant == (kDCN_QUANT_\w+) \? "(\w+)"', body))
+        core = (pb.PLUGIN_SRC / "core" / "dcnParams.h").read_text()
+        codes = {name: int(value) for name, value in re.findall(r"(kDCN_QUANT_\w+) = (\d+)", core)}
+        assert {text: codes[name] for name, text in texts.items()} == schema.QUANT_TYPES
+        # The weight types the schema writes per quant_type are the field types the creator takes
+        # (ONNX INT8 -> kINT8, FLOAT16 -> kFLOAT16).
+        assert schema.QUANT_WEIGHT_DTYPES == {"int8": 3, "fp8e4m3": 10}
+        assert "type == PluginFieldType::kINT8" in quant and "PluginFieldType::kFLOAT16" in quant
 
     def test_weight_fields(self) -> None:
         """weight (FLOAT32, variable length), weight_shape (INT32 x4, dims >= 1) and bias (FLOAT32,
         variable length), optional, after allow_tf32; only the dcnconvert target's plugin has them."""
         rows = _source_field_rows()
         names = [row[0] for row in rows]
-        assert names[names.index(schema.ATTR_ALLOW_TF32) + 1:] == [
+        assert names[names.index(schema.ATTR_ALLOW_TF32) + 1:names.index(schema.ATTR_BIAS) + 1] == [
             schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS]
         by_name = {row[0]: row for row in rows}
         assert by_name[schema.ATTR_WEIGHT] == (schema.ATTR_WEIGHT, "FLOAT32", -1, False, "0", "0")
@@ -159,11 +188,15 @@ class TestSource:
                                "mAttrs.deformableGroup", "mAttrs.allowTf32"]
         assert "e->weight.bytes.data()" in members[6] and "e->shape" in members[7]
         assert "e->bias.bytes.data()" in members[8]
+        assert "quantType" in members[9] and "q.xScale" in members[10]
+        assert "e->weightScale.data()" in members[11] and "q.outputScale" in members[12]
         indices = dict(re.findall(r"constexpr int32_t kFIELD_(\w+)\{(\d+)\};", HEADER))
         names = [name for name, *_ in _schema_fields()]
         assert {k: int(v) for k, v in indices.items()} == {
             "WEIGHT": names.index(schema.ATTR_WEIGHT), "WEIGHT_SHAPE": names.index(schema.ATTR_WEIGHT_SHAPE),
-            "BIAS": names.index(schema.ATTR_BIAS)}
+            "BIAS": names.index(schema.ATTR_BIAS), "QUANT_TYPE": names.index(schema.ATTR_QUANT_TYPE),
+            "X_SCALE": names.index(schema.ATTR_X_SCALE), "WEIGHT_SCALE": names.index(schema.ATTR_WEIGHT_SCALE),
+            "OUTPUT_SCALE": names.index(schema.ATTR_OUTPUT_SCALE)}
 
     def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:
         source = (TRT_DIR / "registration.cpp").read_text()

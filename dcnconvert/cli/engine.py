@@ -155,6 +155,12 @@ def _verification_text(result: dict[str, Any]) -> str:
 
     tol = result.get("tolerances") or {}
     text = format_rows(result.get("comparison") or [], tol.get("atol", 0.0), tol.get("rtol", 0.0))
+    layers = result.get("quantized") or []
+    if layers:
+        kinds = ", ".join(sorted({layer["quant_type"] for layer in layers}))
+        bound = max(layer["rounding_bound"] for layer in layers)
+        text += (f"\nquantized model: {len(layers)} DCN layer(s) ({kinds}), compared with the Q/DQ "
+                 f"reference; their sample rounding moves an output by at most {bound:.3g}")
     if result.get("print_commands"):
         text += "\n" + "\n".join(result.get("commands") or [])
     return text

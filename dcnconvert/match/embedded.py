@@ -6,6 +6,10 @@ checks them: the node then has exactly the inputs ``x, offset, mask``, the kerne
 ``weight_shape``, and the shapes that matching and validation report for the roles ``weight`` and
 ``bias`` are ``weight_shape`` and ``[Cout]``. Only the tensors' types and dims are read, never their
 data, so this works on a weight-less skeleton (:func:`dcnconvert.model.io.skeleton`) too.
+
+A quantized node (:data:`dcnconvert.schema.ATTR_QUANT_TYPE`) holds its weight in the type
+:data:`dcnconvert.schema.QUANT_WEIGHT_DTYPES` names, one ``weight_scale`` per output channel and an
+``x_scale`` (``output_scale`` optional); quantized fields without an embedded weight are refused.
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ class EmbeddedWeights:
         weight_shape: ``[Cout, C/group, kh, kw]``.
         weight_dtype: ONNX element type of the weight.
         bias_dtype: ONNX element type of the bias, None without one.
+        quant_type: ``quant_type`` of a quantized node (a key of :data:`dcnconvert.schema.QUANT_TYPES`),
+            None for a float node.
     """
 
     weight_shape: tuple[int, int, int, int]
     weight_dtype: int
     bias_dtype: int | None = None
+    quant_type: str | None = None
 
     @property
     def kernel(self) -> list[int]:
@@ -49,18 +56,54 @@ class EmbeddedWeights:
         return out
 
 
-def _tensor(attr: onnx.AttributeProto, role: str) -> onnx.TensorProto:
+def _type_name(data_type: int) -> str:
+    if data_type in onnx.TensorProto.DataType.values():
+        return onnx.TensorProto.DataType.Name(data_type)
+    return str(data_type)
+
+
+def _tensor(attr: onnx.AttributeProto, role: str, allowed: dict[int, str] = schema.WEIGHT_DTYPES,
+            why: str = "") -> onnx.TensorProto:
     if attr.type != _ATTR.TENSOR:
         kind = _TYPE_NAMES.get(attr.type, attr.type)
         raise NotConvertible(f"attribute '{attr.name}' is {kind}; the embedded {role} must be a TENSOR "
                              "attribute")
     tensor = attr.t
-    if tensor.data_type not in schema.WEIGHT_DTYPES:
-        name = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
-            onnx.TensorProto.DataType.values() else str(tensor.data_type)
-        raise NotConvertible(f"attribute '{attr.name}' holds {name} values; the plugin takes an embedded "
-                             f"{role} of type {', '.join(schema.WEIGHT_DTYPES.values())}")
+    if tensor.data_type not in allowed:
+        raise NotConvertible(f"attribute '{attr.name}' holds {_type_name(tensor.data_type)} values; the "
+                             f"plugin takes an embedded {role} of type {', '.join(allowed.values())}{why}")
     return tensor
+
+
+_QUANT_ATTRS = tuple(name for name, _, _ in schema.QUANT_FIELDS)
+
+
+def _quant_type(attrs: dict[str, onnx.AttributeProto], shape: list[int]) -> str | None:
+    """The ``quant_type`` of a node with an embedded weight (None: a float node), its fields checked."""
+    if schema.ATTR_QUANT_TYPE not in attrs:
+        stray = [name for name in _QUANT_ATTRS if name in attrs]
+        if stray:
+            raise NotConvertible(f"attribute(s) {stray} without '{schema.ATTR_QUANT_TYPE}': a quantized node "
+                                 f"names its type ({', '.join(schema.QUANT_TYPES)})")
+        return None
+    attr = attrs[schema.ATTR_QUANT_TYPE]
+    qtype = attr.s.decode("utf-8", errors="replace") if attr.type == _ATTR.STRING else None
+    if qtype not in schema.QUANT_TYPES:
+        raise NotConvertible(f"attribute '{schema.ATTR_QUANT_TYPE}' is {qtype!r}; expected a STRING, one of "
+                             f"{', '.join(schema.QUANT_TYPES)}")
+    for name in (schema.ATTR_X_SCALE, schema.ATTR_OUTPUT_SCALE):
+        if name in attrs and attrs[name].type != _ATTR.FLOAT:
+            raise NotConvertible(f"attribute '{name}' of a quantized node must be a FLOAT")
+    if schema.ATTR_X_SCALE not in attrs:
+        raise NotConvertible(f"quantized node without '{schema.ATTR_X_SCALE}' (FLOAT, the scale of x)")
+    if schema.ATTR_WEIGHT_SCALE not in attrs:
+        raise NotConvertible(f"quantized node without '{schema.ATTR_WEIGHT_SCALE}' (FLOAT tensor, one scale "
+                             "per output channel)")
+    scale = _tensor(attrs[schema.ATTR_WEIGHT_SCALE], "weight scale", {onnx.TensorProto.FLOAT: "FLOAT"})
+    if _count(scale) != shape[0]:
+        raise NotConvertible(f"attribute '{schema.ATTR_WEIGHT_SCALE}' has {_count(scale)} values; expected "
+                             f"{shape[0]} (one per output channel of {schema.ATTR_WEIGHT_SHAPE} {shape})")
+    return qtype
 
 
 def _count(tensor: onnx.TensorProto) -> int:
@@ -76,14 +119,13 @@ def read_embedded(node: onnx.NodeProto) -> EmbeddedWeights | None:
             plugin does not take, inputs other than ``x, offset, mask``).
     """
     attrs = {a.name: a for a in node.attribute
-             if a.name in (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS)}
+             if a.name in (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS, *_QUANT_ATTRS)}
     if not attrs:
         return None
     if schema.ATTR_WEIGHT not in attrs:
         present = ", ".join(f"'{name}'" for name in attrs)
-        raise NotConvertible(f"attribute(s) {present} without '{schema.ATTR_WEIGHT}': an embedded bias or "
-                             f"weight_shape needs the embedded weight too")
-    weight = _tensor(attrs[schema.ATTR_WEIGHT], "weight")
+        raise NotConvertible(f"attribute(s) {present} without '{schema.ATTR_WEIGHT}': an embedded bias, "
+                             f"weight_shape or quantization field needs the embedded weight too")
     shape_attr = attrs.get(schema.ATTR_WEIGHT_SHAPE)
     if shape_attr is None:
         raise NotConvertible(f"attribute '{schema.ATTR_WEIGHT}' without '{schema.ATTR_WEIGHT_SHAPE}' (INTS, "
@@ -93,6 +135,13 @@ def read_embedded(node: onnx.NodeProto) -> EmbeddedWeights | None:
         shown = shape if shape_attr.type == _ATTR.INTS else _TYPE_NAMES.get(shape_attr.type, shape_attr.type)
         raise NotConvertible(f"attribute '{schema.ATTR_WEIGHT_SHAPE}' is {shown}; expected 4 positive "
                              "integers [Cout, C/group, kh, kw]")
+    qtype = _quant_type(attrs, shape)
+    if qtype is None:
+        weight = _tensor(attrs[schema.ATTR_WEIGHT], "weight")
+    else:
+        wanted = schema.QUANT_WEIGHT_DTYPES[qtype]
+        weight = _tensor(attrs[schema.ATTR_WEIGHT], "weight", {wanted: _type_name(wanted)},
+                         f" for {schema.ATTR_QUANT_TYPE} '{qtype}'")
     if _count(weight) != math.prod(shape):
         raise NotConvertible(f"attribute '{schema.ATTR_WEIGHT}' has {_count(weight)} values (dims "
                              f"{list(weight.dims)}), but {schema.ATTR_WEIGHT_SHAPE} {shape} needs "
@@ -113,4 +162,4 @@ def read_embedded(node: onnx.NodeProto) -> EmbeddedWeights | None:
             f"{node.op_type} with an embedded '{schema.ATTR_WEIGHT}' takes exactly the inputs "
             f"{', '.join(schema.EMBEDDED_INPUT_NAMES)}; the node has {len(names)} ({names}): drop the weight "
             "attributes or the extra inputs")
-    return EmbeddedWeights((shape[0], shape[1], shape[2], shape[3]), int(weight.data_type), bias_dtype)
+    return EmbeddedWeights((shape[0], shape[1], shape[2], shape[3]), int(weight.data_type), bias_dtype, qtype)

@@ -52,6 +52,8 @@ class DcnMatch:
         dtype: element type of x (ONNX enum) when known.
         embedded: roles (``weight``, ``bias``) our plugin node carries as attributes instead of inputs
             (their shapes are in ``shapes``); empty when the weight is an input.
+        quant: ``quant_type`` of our quantized plugin node (``int8``, ``fp8e4m3``), None for every
+            other node (a source node with Q/DQ around it is matched by :mod:`dcnconvert.match.qdq`).
     """
 
     node_name: str
@@ -73,6 +75,7 @@ class DcnMatch:
     node_target: str | None = None
     dtype: int | None = None
     embedded: tuple[str, ...] = ()
+    quant: str | None = None
 
     @property
     def label(self) -> str:
@@ -106,6 +109,7 @@ class DcnMatch:
             "notes": list(self.notes),
             "node_target": self.node_target,
             "embedded": list(self.embedded),
+            "quant": self.quant,
         }
 
 
@@ -193,6 +197,7 @@ def _to_match(node: onnx.NodeProto, parsed: ParsedDcn, info: GraphInfo, index: i
         node_target=parsed.node_target,
         dtype=info.dtypes.get(parsed.inputs.get("x", "")),
         embedded=tuple(parsed.embedded),
+        quant=parsed.quant,
     )
 
 

@@ -111,6 +111,8 @@ class ParsedDcn:
         node_target: for nodes already in the plugin form, the target their attributes select.
         embedded: roles (``weight``, ``bias``) that our plugin node carries as attributes, with their
             shapes; empty when the weight is an input.
+        quant: ``quant_type`` of our quantized plugin node (:data:`dcnconvert.schema.QUANT_TYPES`),
+            None for every other node.
     """
 
     form: str
@@ -124,6 +126,7 @@ class ParsedDcn:
     notes: list[str] = field(default_factory=list)
     node_target: str | None = None
     embedded: dict[str, list[int]] = field(default_factory=dict)
+    quant: str | None = None
 
     @property
     def with_bias(self) -> bool:
@@ -272,6 +275,7 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
     else:
         parsed.inputs = _inputs(node, schema.EMBEDDED_INPUT_NAMES, len(schema.EMBEDDED_INPUT_NAMES))
         parsed.embedded = embedded.shapes
+        parsed.quant = embedded.quant_type
     if spec.form == "paddle-legacy.deformable_conv" and "offset" not in parsed.inputs:
         raise NotConvertible("deformable_conv without an Offset input")
     if spec.form == "onnx.DeformConv":
@@ -309,6 +313,9 @@ def parse_with(spec: FormSpec, node: onnx.NodeProto, info: GraphInfo) -> ParsedD
             _read_allow_tf32(values["allow_tf32"], parsed)
         if embedded is not None:
             parsed.notes.append(f"{' and '.join(parsed.embedded)} embedded in the node (attributes)")
+        if parsed.quant:
+            parsed.notes.append(f"quantized ({parsed.quant}): x and weight quantized, per-channel weight "
+                                "scales")
     return parsed
 
 

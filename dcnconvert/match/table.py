@@ -36,11 +36,13 @@ _PLUGIN_KNOWN = {
     "plugin_version": (schema.ATTR_PLUGIN_VERSION,),
     "plugin_namespace": (schema.ATTR_PLUGIN_NAMESPACE,),
 }
-#: Our plugin node also has the optional allow_tf32 and embedded weights (TAO's node, a source form,
-#: does not; :mod:`dcnconvert.match.embedded` reads the weights).
+#: Our plugin node also has the optional allow_tf32, embedded weights and quantization fields (TAO's
+#: node, a source form, does not; :mod:`dcnconvert.match.embedded` reads the weights).
 _DCNCONVERT_KNOWN = {**_PLUGIN_KNOWN, "allow_tf32": (schema.ATTR_ALLOW_TF32,),
                      "embedded_weight": (schema.ATTR_WEIGHT,), "weight_shape": (schema.ATTR_WEIGHT_SHAPE,),
-                     "embedded_bias": (schema.ATTR_BIAS,)}
+                     "embedded_bias": (schema.ATTR_BIAS,), "quant_type": (schema.ATTR_QUANT_TYPE,),
+                     "x_scale": (schema.ATTR_X_SCALE,), "weight_scale": (schema.ATTR_WEIGHT_SCALE,),
+                     "output_scale": (schema.ATTR_OUTPUT_SCALE,)}
 LOGIT_KNOWN = {
     "stride": ("stride",),
     "padding": ("padding",),

@@ -3,7 +3,8 @@
 Steps 1 and 2 of :mod:`dcnconvert.precision.cast`'s recipe, and the choice of each source tensor's type:
 
 * :func:`infer_types`: the element type of every tensor (ONNX shape inference on a weight-less copy;
-  custom-domain node outputs get the type of their first input).
+  custom-domain node outputs get the type of their first input; a quantized plugin node's float output
+  that of its offset, its quantized output the quantized type).
 * :class:`Plan`: per node, whether it runs in the low type or stays FP32 (with the reason), what
   type each float input needs and what type each float output gets (:data:`KEEP_FP32_OPS`, shape
   arithmetic, custom ops, ONNX schemas at the model's opset).
@@ -22,6 +23,7 @@ from onnx import TensorProto, helper
 from dcnconvert import schema
 from dcnconvert.errors import UnsupportedNodeError
 from dcnconvert.model.opsets import opset_version
+from dcnconvert.model.quantized import ONNX_TYPE_OF
 
 FLOAT = TensorProto.FLOAT
 TYPE_STR = {FLOAT: "tensor(float)", TensorProto.FLOAT16: "tensor(float16)",
@@ -109,7 +111,7 @@ def infer_types(model: onnx.ModelProto) -> dict[str, int]:
         if schema.is_plugin_node(node):
             for out in node.output:
                 if out:
-                    seed(out, FLOAT)
+                    seed(out, _quantized_output(node) or FLOAT)
     types: dict[str, int] = {}
     for _ in range(len(custom) + 2):
         inferred = onnx.shape_inference.infer_shapes(skel, check_type=False, strict_mode=False)
@@ -119,7 +121,9 @@ def infer_types(model: onnx.ModelProto) -> dict[str, int]:
                 types[vi.name] = vi.type.tensor_type.elem_type
         changed = False
         for node in custom:
-            src = types.get(node.input[0]) if node.input and node.input[0] else None
+            at = _type_source(node)
+            src = _quantized_output(node) or (types.get(node.input[at]) if len(node.input) > at and
+                                              node.input[at] else None)
             for out in node.output:
                 if out and src and types.get(out) != src and out not in declared_types:
                     seed(out, src)
@@ -130,6 +134,23 @@ def infer_types(model: onnx.ModelProto) -> dict[str, int]:
     for init in model.graph.initializer:
         types[init.name] = init.data_type
     return types
+
+
+def _quantized_output(node: onnx.NodeProto) -> int | None:
+    """The element type of a quantized plugin node's quantized output (``output_scale``), else None."""
+    if not schema.is_plugin_node(node):
+        return None
+    attrs = {a.name: a for a in node.attribute}
+    if schema.ATTR_QUANT_TYPE not in attrs or schema.ATTR_OUTPUT_SCALE not in attrs:
+        return None
+    return ONNX_TYPE_OF.get(attrs[schema.ATTR_QUANT_TYPE].s.decode("utf-8", errors="replace"))
+
+
+def _type_source(node: onnx.NodeProto) -> int:
+    """The input whose type a custom node's outputs get: the offset (input 1) for a quantized plugin
+    node, whose float output has the offset's type (x is quantized); input 0 otherwise."""
+    quantized = schema.is_plugin_node(node) and any(a.name == schema.ATTR_QUANT_TYPE for a in node.attribute)
+    return 1 if quantized else 0
 
 
 def _formal(params, index: int):

@@ -58,7 +58,7 @@ from dcnconvert.match.validate import resolve_target, validate_matches
 from dcnconvert.model import check as model_check
 from dcnconvert.model import io as onnx_io
 from dcnconvert.model.opsets import opset_version
-from dcnconvert.transform import weights
+from dcnconvert.transform import quant, weights
 from dcnconvert.transform.builder import Builder, Names, element_type
 
 LOG = logging.getLogger("dcnconvert.transform.plugin")
@@ -84,6 +84,8 @@ class RewriteReport:
         embedded: names of the plugin nodes of the result that carry their weights as attributes.
         weights_as_inputs: (name, reason) of nodes whose weights stay inputs although embedding
             was asked for (a weight that is not a constant).
+        quantized: (name, quant_type) of the quantized plugin nodes of the result (Q/DQ taken over,
+            or already quantized plugin nodes).
     """
 
     target: str
@@ -96,6 +98,7 @@ class RewriteReport:
     warnings: list[str] = field(default_factory=list)
     embedded: list[str] = field(default_factory=list)
     weights_as_inputs: list[tuple[str, str]] = field(default_factory=list)
+    quantized: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -104,6 +107,7 @@ class RewriteReport:
             "weights": self.weights,
             "embedded": list(self.embedded),
             "weights_as_inputs": [{"node": n, "reason": r} for n, r in self.weights_as_inputs],
+            "quantized": [{"node": n, "quant_type": q} for n, q in self.quantized],
             "matches": [m.to_dict() for m in self.matches],
             "rewritten": list(self.rewritten),
             "unchanged": list(self.unchanged),
@@ -118,14 +122,17 @@ def _tf32_for(match: DcnMatch, target: schema.Target, allow_tf32: bool) -> bool:
 
 
 def _replace(builder: Builder, match: DcnMatch, target: schema.Target, old: gs.Node,
-             warnings: list[str], allow_tf32: bool, weight_inputs: list[str]) -> list[gs.Node]:
+             warnings: list[str], allow_tf32: bool, weight_inputs: list[str],
+             qdq: quant.QuantDcn | quant.Fallback | None = None) -> list[gs.Node]:
     """Build the plugin node (and helpers) for ``match`` in place of ``old``; ``weight_inputs`` are the
-    names of its weight[, bias] inputs (none when they are embedded)."""
+    names of its weight[, bias] inputs (none when they are embedded); ``qdq``: its Q/DQ
+    (:mod:`dcnconvert.transform.quant`)."""
     builder.nodes = []
-    t = builder.tensors
     base = match.node_name or match.output or "dcn"
-    x = t[match.inputs["x"]]
-    if match.prepad:
+    extra = quant.inputs(builder, match, qdq, base)
+    t = {**builder.tensors, **{match.inputs[role]: v for role, v in extra.read.items()}}
+    x = t[match.inputs["x"]] if extra.x is None else extra.x
+    if match.prepad and extra.x is None:
         x = builder.pad(base, x, match.prepad)
     dg_k = match.attrs.deformable_group * match.kernel[0] * match.kernel[1] if match.kernel else None
     if match.mask_kind == "logits":
@@ -147,7 +154,9 @@ def _replace(builder: Builder, match: DcnMatch, target: schema.Target, old: gs.N
         else:
             mask = t[match.inputs["mask"]]
     inputs = [x, offset, mask] + [t[name] if name in t else gs.Variable(name) for name in weight_inputs]
-    outputs = list(old.outputs)
+    outputs, after = list(old.outputs), []
+    if extra.requantize is not None:
+        outputs, after = quant.requantized(builder, base, extra.requantize, outputs)
     old.inputs.clear()
     old.outputs.clear()
     plugin = gs.Node(
@@ -158,7 +167,7 @@ def _replace(builder: Builder, match: DcnMatch, target: schema.Target, old: gs.N
         inputs=inputs,
         outputs=outputs,
     )
-    return builder.nodes + [plugin]
+    return builder.nodes + [plugin] + after
 
 
 def rewrite_model(
@@ -225,11 +234,15 @@ def rewrite_model(
         report.skipped += [(m.label, "kept as is (keep)") for m, k in zip(known, flags, strict=True) if k]
         known = [m for m, k in zip(known, flags, strict=True) if not k]
     validate_matches(known, target)
-    sources = _weight_sources(light, known, embed, report)
+    quant.check_quantized_nodes(known, target, embed)
+    qdq = quant.plan(model, known, info, target, embed, report.warnings)
+    sources = _weight_sources(light, [m for m in known if not qdq.quantized(m.index)], embed, report)
     work = []
     for m in known:
         had_tf32 = m.attrs is not None and m.attrs.allow_tf32
-        embedded = m.index in sources or (embed and bool(m.embedded))
+        embedded = m.index in sources or (embed and bool(m.embedded)) or bool(qdq.quantized(m.index))
+        if qdq.quantized(m.index) or m.quant:
+            report.quantized.append((m.label, m.quant or qdq.quantized(m.index).qtype))
         if embedded:
             report.embedded.append(m.label)
         if (m.form == "dcnconvert.ModulatedDeformConv2d" and m.node_target == target.name
@@ -251,21 +264,29 @@ def rewrite_model(
     new_initializers: list[onnx.TensorProto] = []
     in_place: set[int] = set()  # plugin nodes that keep their embedded weights: updated where they are
     pending: dict[str, dict[str, weights.Source]] = {}  # plugin output -> weights to embed after the splice
+    quantized: dict[str, tuple[quant.QuantDcn, str]] = {}  # plugin output -> quantized weights to embed
     for m in work:
         old = builder.graph.nodes[m.index]
         embedding = embed and (bool(m.embedded) or m.index in sources)
-        if embedding:
+        found = qdq.quantized(m.index)
+        if found is not None:
+            weight_inputs, embedding = [], True
+        elif embedding:
             weight_inputs = []
         elif m.embedded:  # copied into initializers now, before the splice drops the node
             weight_inputs = weights.move_to_initializers(out.graph, out.graph.node[m.index], builder.names)
         else:
             weight_inputs = [m.inputs[role] for role in weights.ATTRS if role in m.inputs]
-        new_nodes = _replace(builder, m, target, old, report.warnings, allow_tf32, weight_inputs)
+        new_nodes = _replace(builder, m, target, old, report.warnings, allow_tf32, weight_inputs,
+                             qdq.nodes.get(m.index))
         replacements[m.index] = [OnnxExporter.export_node(n) for n in new_nodes]
-        if embedding and m.embedded:
+        written = next(n.output[0] for n in replacements[m.index] if schema.is_plugin_node(n))
+        if found is not None:
+            quantized[written] = (found, m.inputs["weight"])
+        elif embedding and m.embedded:
             in_place.add(m.index)
         elif embedding:
-            pending[replacements[m.index][-1].output[0]] = sources[m.index]
+            pending[written] = sources[m.index]
         for n in new_nodes:
             for tensor in n.inputs:
                 if isinstance(tensor, gs.Constant) and tensor.name not in info.initializers:
@@ -277,7 +298,8 @@ def rewrite_model(
     _splice(out, replacements, new_initializers, needs_default_opset=info.opset == 0, report=report,
             in_place=in_place)
     weights.embed_pending(out.graph, pending)
-    dropped = weights.drop_unread(out.graph, {s.name for found in sources.values() for s in found.values()})
+    dropped = quant.finish(out.graph, quantized)
+    dropped += weights.drop_unread(out.graph, {s.name for found in sources.values() for s in found.values()})
     if dropped:
         LOG.debug("embedded and no longer read, dropped: %s", ", ".join(dropped))
     _check(light, out, report)

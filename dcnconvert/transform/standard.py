@@ -5,7 +5,11 @@ CenterNet, Paddle2ONNX, swapped or non-standard ``DeformConv``, already rewritte
 either target, ...) into canonical plugin nodes with weight inputs; :func:`plugin_model_to_standard`
 then turns each plugin node into ``DeformConv`` (inputs ``X, W, offset, B, mask``, weights embedded in
 a plugin node becoming initializers; attributes ``strides``, ``pads`` ``[ph, pw, ph, pw]``,
-``dilations``, ``group``, ``offset_group``, ``kernel_shape``).
+``dilations``, ``group``, ``offset_group``, ``kernel_shape``). A quantized plugin node (``quant_type``)
+becomes ``DequantizeLinear -> DeformConv [-> QuantizeLinear]`` with its dequantized weight
+(:mod:`dcnconvert.transform.standard_quant`): the Q/DQ semantics of the graph it was made from. The
+rewrite leaves quantized plugin nodes as they are here; a Q/DQ model's DCNs become float plugin nodes
+with the Q/DQ kept (weights as inputs), which is the same meaning.
 
 Nodes that already are valid standard ``DeformConv`` (:func:`is_valid_standard_deformconv`) are left
 exactly as they are, so that the reference runs them through ONNX Runtime's own parser and kernel: a
@@ -34,7 +38,7 @@ from dcnconvert.match.finder import DcnMatch
 from dcnconvert.match.validate import problems
 from dcnconvert.model import io as onnx_io
 from dcnconvert.model.opsets import opset_version, raise_default_opset
-from dcnconvert.transform import weights
+from dcnconvert.transform import standard_quant, weights
 from dcnconvert.transform.builder import Names
 
 __all__ = [
@@ -124,8 +128,8 @@ def to_standard_model(model: onnx.ModelProto, *, target_opset: int | None = None
     from dcnconvert.transform.plugin import rewrite_model
 
     canonical, _report = rewrite_model(
-        model, target=schema.DEFAULT_TARGET, keep=lambda m: is_valid_standard_deformconv(m, model),
-        embed_weights=False,
+        model, target=schema.DEFAULT_TARGET, embed_weights=False,
+        keep=lambda m: bool(m.quant) or is_valid_standard_deformconv(m, model),
     )
     return plugin_model_to_standard(canonical, target_opset=target_opset)
 
@@ -213,6 +217,14 @@ def _deform_conv_node(node: onnx.NodeProto, weight_dims: dict[str, list[int]]) -
     )
 
 
+def _element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element types of the main graph's tensors, as far as inference knows them."""
+    from dcnconvert.match.finder import graph_info, infer_shapes_safely
+
+    light = onnx_io.skeleton(model)
+    return graph_info(light, infer_shapes_safely(light)).dtypes
+
+
 def _used_domains(model: onnx.ModelProto) -> set[str]:
     used: set[str] = set()
     for sub in _graphs(model.graph):
@@ -255,11 +267,18 @@ def plugin_model_to_standard(model: onnx.ModelProto, *, target_opset: int | None
         work = onnx.ModelProto()
         work.CopyFrom(model)
     weight_dims = _initializer_dims(work.graph)
+    dtypes = _element_types(work) if any(standard_quant.is_quantized(n) for n in plugins) else {}
+    names = Names(work)
     for graph in _graphs(work.graph):
         nodes = list(graph.node)
         if not any(schema.is_plugin_node(n) for n in nodes):
             continue
-        new_nodes = [_deform_conv_node(n, weight_dims) if schema.is_plugin_node(n) else n for n in nodes]
+        new_nodes = []
+        for n in nodes:
+            if standard_quant.is_quantized(n):
+                new_nodes += standard_quant.expand(n, graph, names, dtypes, _deform_conv_node)
+            else:
+                new_nodes.append(_deform_conv_node(n, weight_dims) if schema.is_plugin_node(n) else n)
         del graph.node[:]
         graph.node.extend(new_nodes)
     used = _used_domains(work)

@@ -165,8 +165,13 @@ def embedded_tensors(node: onnx.NodeProto) -> dict[str, onnx.TensorProto]:
     return {role: by_name[attr].t for role, attr in ATTRS.items() if attr in by_name}
 
 
+#: The attributes that travel with an embedded weight (a quantized node's fields among them).
+WEIGHT_ATTRIBUTES = (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS,
+                     *(name for name, _, _ in schema.QUANT_FIELDS))
+
+
 def is_weight_attribute(attr: onnx.AttributeProto) -> bool:
-    return attr.name in (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SHAPE, schema.ATTR_BIAS)
+    return attr.name in WEIGHT_ATTRIBUTES
 
 
 def _weight_shape(node: onnx.NodeProto, weight: onnx.TensorProto) -> list[int]:
@@ -195,12 +200,15 @@ def move_to_initializers(graph: onnx.GraphProto, node: onnx.NodeProto,
 
 
 def unembed_graph(graph: onnx.GraphProto, unique: Callable[[str], str]) -> int:
-    """Move the embedded weight and bias of every plugin node of ``graph`` into initializers (the
-    node's inputs 4 and 5); returns how many nodes changed. ``unique(base)`` names the initializers."""
+    """Move the embedded weight and bias of every float plugin node of ``graph`` into initializers (the
+    node's inputs 4 and 5; quantized nodes keep theirs); returns how many nodes changed.
+    ``unique(base)`` names the initializers."""
     changed = 0
     for node in graph.node:
         if not schema.is_plugin_node(node) or "weight" not in embedded_tensors(node):
             continue
+        if any(a.name == schema.ATTR_QUANT_TYPE for a in node.attribute):
+            continue  # quantized weights exist embedded only (transform.standard_quant expands the node)
         node.input.extend(move_to_initializers(graph, node, unique))
         for i in reversed(range(len(node.attribute))):
             if is_weight_attribute(node.attribute[i]):
@@ -241,20 +249,20 @@ def embed_pending(graph: onnx.GraphProto, pending: dict[str, dict[str, Source]])
                               {role: src.name for role, src in found.items()})
 
 
-def _reads(graph: onnx.GraphProto) -> Iterator[str]:
+def reads(graph: onnx.GraphProto) -> Iterator[str]:
     """Every name read in ``graph`` and its subgraphs (node inputs, graph outputs)."""
     yield from (o.name for o in graph.output)
     for node in graph.node:
         yield from node.input
         for attr in node.attribute:
             for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _reads(sub)
+                yield from reads(sub)
 
 
 def drop_unread(graph: onnx.GraphProto, names: Iterable[str]) -> list[str]:
     """Remove the initializers and ``Constant`` nodes among ``names`` that nothing reads any more, and
     their value_info; returns the names dropped."""
-    read = set(_reads(graph))
+    read = set(reads(graph))
     gone = {n for n in names if n not in read}
     if not gone:
         return []

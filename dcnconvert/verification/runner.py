@@ -9,7 +9,10 @@ in [-1, 1) (never all zeros) or a file (``--inputs``: Polygraphy's JSON list of 
 element: an element fails only if ``|engine - ref| > atol`` **and** ``|engine - ref| / |ref| > rtol``.
 
 Feeds and saved files: :mod:`dcnconvert.verification.io`; tolerances and the comparison:
-:mod:`dcnconvert.verification.compare` (their names are importable from here too).
+:mod:`dcnconvert.verification.compare` (their names are importable from here too). A model with
+quantized DCN layers is compared with its Q/DQ semantics; the default ``atol`` is raised to the most
+the layers' sample rounding can move an output (:mod:`dcnconvert.verification.quant`), and the
+payload's ``quantized`` lists the layers.
 
 Saved files are Polygraphy's JSON formats, so the printed commands re-run the check without
 dcnconvert: ``polygraphy run OUT.engine --model-type engine --trt --plugins $(dcnconvert plugin-path)
@@ -41,6 +44,7 @@ from dcnconvert.verification.io import (
     save_inputs,
     save_run_results,
 )
+from dcnconvert.verification.quant import atol_floor, quantized_layers
 
 LOG = logging.getLogger("dcnconvert.verification.runner")
 
@@ -215,6 +219,9 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
     atol, rtol = tolerances(options.precision, options.atol, options.rtol)
     if not Path(engine).is_file():
         raise UsageError(f"the engine {engine} does not exist", hint="build it with 'dcnconvert build' first")
+    layers = quantized_layers(model, options.target)
+    if layers and options.atol is None:  # the kernels round each sample; the reference does not
+        atol = max(atol, atol_floor(layers))
     if env is None:
         env = check_environment(BuildOptions(target=options.target, plugin_lib=options.plugin_lib,
                                              runtime=options.runtime), trt_adapter)
@@ -243,6 +250,7 @@ def verify_engine(engine: Path, model: Any, model_path: Path, options: VerifyOpt
         LOG.debug("equivalent: %s", line)
     payload = {"passed": passed, "comparison": rows, "tolerances": {"atol": atol, "rtol": rtol,
                "precision": options.precision, "rule": "fail if abs > atol and rel > rtol"},
+               "quantized": [layer.to_dict() for layer in layers],
                "commands": commands, "outputs": written, "timings": dict(timer.timings)}
     if not passed:
         bad = [r["output"] for r in rows if not r["passed"]]

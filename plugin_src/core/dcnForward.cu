@@ -55,16 +55,16 @@ dcn::simple::KernelArgs makeArgs(DcnParams const& p)
     return a;
 }
 
-template <typename T, int BM>
+template <typename T, int BM, typename TF>
 DcnStatus launchSimpleTile(DcnParams const& p, dcn::simple::KernelArgs const& a, void const* x, void const* offset,
     void const* mask, void const* weight, void const* bias, void* out, cudaStream_t stream, char* msg, size_t msgLen)
 {
     using namespace dcn::simple;
     dim3 const grid(static_cast<unsigned>((a.pixels + kBN - 1) / kBN), static_cast<unsigned>((a.mg + BM - 1) / BM),
         static_cast<unsigned>(p.group));
-    dcnSimpleForwardKernel<T, BM><<<grid, kThreads, 0, stream>>>(a, static_cast<T const*>(x),
-        static_cast<T const*>(offset), static_cast<T const*>(mask), static_cast<T const*>(weight),
-        static_cast<T const*>(bias), static_cast<T*>(out));
+    dcnSimpleForwardKernel<T, BM, TF><<<grid, kThreads, 0, stream>>>(a, static_cast<T const*>(x),
+        static_cast<TF const*>(offset), static_cast<TF const*>(mask), static_cast<T const*>(weight),
+        static_cast<TF const*>(bias), out);
     cudaError_t const err = cudaGetLastError();
     if (err != cudaSuccess)
     {
@@ -75,17 +75,37 @@ DcnStatus launchSimpleTile(DcnParams const& p, dcn::simple::KernelArgs const& a,
     return kDCN_SUCCESS;
 }
 
-/* The simple kernel with a 32-channel tile for groups of at most 32 output channels, else 64. */
-template <typename T>
+/* The simple kernel with a 32-channel tile for groups of at most 32 output channels, else 64.
+ * T: x and the weights; TF: offset, mask and bias (T for a float layer). A quantized layer's weight
+ * scales follow its values in the weight buffer (dcnQuantScalesOffset; the prepared weights start
+ * with that buffer). */
+template <typename T, typename TF = T>
 DcnStatus launchSimple(DcnParams const& p, void const* x, void const* offset, void const* mask,
     void const* weight, void const* bias, void* out, cudaStream_t stream, char* msg, size_t msgLen)
 {
-    dcn::simple::KernelArgs const a = makeArgs(p);
+    dcn::simple::KernelArgs a = makeArgs(p);
+    if (p.quant != kDCN_QUANT_NONE)
+    {
+        a.xScale = p.xScale;
+        a.outScale = p.outScale;
+        a.outType = p.outType;
+        a.wScale = reinterpret_cast<float const*>(static_cast<char const*>(weight) + dcnQuantScalesOffset(&p));
+    }
     if (a.mg <= 32)
     {
-        return launchSimpleTile<T, 32>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+        return launchSimpleTile<T, 32, TF>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
     }
-    return launchSimpleTile<T, 64>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    return launchSimpleTile<T, 64, TF>(p, a, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+}
+
+/* launchSimple of a quantized layer: 8-bit T, FP32 or FP16 offset, mask and bias (dcnValidate). */
+template <typename T>
+DcnStatus launchSimpleQuantized(DcnParams const& p, void const* x, void const* offset, void const* mask,
+    void const* weight, void const* bias, void* out, cudaStream_t stream, char* msg, size_t msgLen)
+{
+    if (p.dtype == kDCN_FLOAT16)
+        return launchSimple<T, __half>(p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    return launchSimple<T, float>(p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
 }
 
 template <typename D, typename S>
@@ -169,7 +189,8 @@ DCN_CORE_EXPORT DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info)
     // The element types and FP32 math modes it is built for (builtFor, dcnFusedTiles.h).
     bool const tf32 = builtFor(t, kDCN_FLOAT32, kDCN_MATH_TF32);
     bool const accurate = builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE);
-    r.dtypes = (tf32 || accurate ? 1 << kDCN_FLOAT32 : 0)
+    r.dtypes = (builtFor(t, kDCN_INT8, kDCN_MATH_ACCURATE) ? (1 << kDCN_INT8) | (1 << kDCN_FP8E4M3) : 0)
+        | (tf32 || accurate ? 1 << kDCN_FLOAT32 : 0)
         | (builtFor(t, kDCN_FLOAT16, kDCN_MATH_ACCURATE) ? 1 << kDCN_FLOAT16 : 0)
         | (builtFor(t, kDCN_BFLOAT16, kDCN_MATH_ACCURATE) ? 1 << kDCN_BFLOAT16 : 0);
     r.fp32Math = (tf32 ? 1 << kDCN_MATH_TF32 : 0) | (accurate ? 1 << kDCN_MATH_ACCURATE : 0);
@@ -223,6 +244,19 @@ DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_
     return dcnFusedSplitTail(p, sms, smemOptin, ccMajor, tile, splits, &tailTiles, &tailSplits, msg, msgLen);
 }
 
+DCN_CORE_EXPORT size_t dcnQuantScalesOffset(DcnParams const* p)
+{
+    if (p == nullptr || p->quant == kDCN_QUANT_NONE || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
+        return 0;
+    return (size_t(p->cout) * (p->c / p->group) * p->kh * p->kw + 15) / 16 * 16;
+}
+
+DCN_CORE_EXPORT size_t dcnQuantWeightBytes(DcnParams const* p)
+{
+    size_t const scales = dcnQuantScalesOffset(p);
+    return scales == 0 ? 0 : scales + size_t(p->cout) * sizeof(float);
+}
+
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
 {
     // The simple kernel needs none; the channel-vectorised fused kernel keeps an NHWC copy of x and
@@ -233,9 +267,9 @@ DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)
         return 0;
     }
     size_t const fused = p->algo == kDCN_ALGO_SIMPLE ? 0 : dcn::fused::workspaceBytes(*p);
-    size_t const nchw = p->xLayout == kDCN_LAYOUT_NHWC ? dcn::fused::alignUp(
-                            size_t(p->n) * p->c * p->h * p->w * (p->dtype == kDCN_FLOAT32 ? 4 : 2))
-                                                       : 0;
+    size_t const nchw = p->xLayout == kDCN_LAYOUT_NHWC
+        ? dcn::fused::alignUp(size_t(p->n) * p->c * p->h * p->w * dcn::fused::elemBytes(*p))
+        : 0;
     return fused > nchw ? fused : nchw;
 }
 
@@ -334,6 +368,10 @@ DCN_CORE_EXPORT DcnStatus dcnForward(DcnParams const* p, void const* x, void con
         }
         x = workspace; // the simple kernel reads NCHW
     }
+    if (p->quant == kDCN_QUANT_INT8)
+        return launchSimpleQuantized<int8_t>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
+    if (p->quant == kDCN_QUANT_FP8)
+        return launchSimpleQuantized<__nv_fp8_e4m3>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);
     switch (p->dtype)
     {
     case kDCN_FLOAT32: return launchSimple<float>(*p, x, offset, mask, weight, bias, out, stream, msg, msgLen);

@@ -9,6 +9,7 @@
  * by the prep pass in the workspace unless x comes channel-last and the weights prepared) and the
  * NCHW one (dcnFusedKernel.cuh; any channel count, no workspace).
  */
+#include "dcnForward.h"
 #include "dcnFused.h"
 #include "dcnFusedTiles.h"
 #include "dcnFusedAux.cuh"
@@ -55,12 +56,23 @@ EncodeTiledFn encodeTiled()
     return fn;
 }
 
-/* f(Elem<T>{}) for the element type T of DcnDataType dtype (FP32 for anything but FP16/BF16). */
+/* f(Elem<T>{}) for the element type T of DcnDataType dtype: byFloat for the float types (FP32 for
+ * anything but FP16/BF16), byElement also for the 8-bit types, which the prep pass moves as bytes. */
 template <typename T>
 struct Elem
 {
     using type = T;
 };
+template <class F>
+cudaError_t byFloat(int32_t dtype, F&& f)
+{
+    switch (dtype)
+    {
+    case kDCN_FLOAT16: return f(Elem<__half>{});
+    case kDCN_BFLOAT16: return f(Elem<__nv_bfloat16>{});
+    default: return f(Elem<float>{});
+    }
+}
 template <class F>
 cudaError_t byElement(int32_t dtype, F&& f)
 {
@@ -68,6 +80,8 @@ cudaError_t byElement(int32_t dtype, F&& f)
     {
     case kDCN_FLOAT16: return f(Elem<__half>{});
     case kDCN_BFLOAT16: return f(Elem<__nv_bfloat16>{});
+    case kDCN_INT8:
+    case kDCN_FP8E4M3: return f(Elem<uint8_t>{});
     default: return f(Elem<float>{});
     }
 }
@@ -107,6 +121,15 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, i
     a.divCPerDg.init(static_cast<uint32_t>(p.c / p.deformableGroup));
     a.divHoWo.init(static_cast<uint32_t>(p.ho * p.wo));
     a.divWo.init(static_cast<uint32_t>(p.wo));
+    if (p.quant != kDCN_QUANT_NONE)
+    {
+        // The weight scales follow the quantized values in the OIHW buffer, which also leads the
+        // prepared weights.
+        a.xScale = p.xScale;
+        a.outScale = p.outScale;
+        a.outType = p.outType;
+        a.wScale = reinterpret_cast<float const*>(static_cast<char const*>(weight) + dcnQuantScalesOffset(&p));
+    }
     return a;
 }
 
@@ -129,12 +152,15 @@ DcnStatus weightMap(CUtensorMap& map, void* wp, DcnParams const& p, int64_t kg, 
         setMsg(msg, msgLen, "fused kernel: the TMA tiles need a workspace aligned to 16 bytes");
         return kDCN_UNSUPPORTED;
     }
-    size_t const elem = elemBytes(p); // 128-byte rows: 64 two-byte or 32 four-byte elements
+    size_t const elem = elemBytes(p); // 128-byte rows: 128 one-byte, 64 two-byte or 32 four-byte elements
     cuuint64_t const dims[2] = {static_cast<cuuint64_t>(kg), static_cast<cuuint64_t>(p.cout) * parts};
     cuuint64_t const strides[1] = {static_cast<cuuint64_t>(kg) * elem};
     cuuint32_t const box[2] = {static_cast<cuuint32_t>(128 / elem), static_cast<cuuint32_t>(rows)};
     cuuint32_t const elementStrides[2] = {1, 1};
-    CUresult const r = fn(&map, elem == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, wp,
+    CUtensorMapDataType const type = elem == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32
+        : elem == 2                            ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                               : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    CUresult const r = fn(&map, type, 2, wp,
         dims, strides, box, elementStrides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -172,10 +198,10 @@ DcnStatus launchPrep(DcnParams const& p, PrepWork const& w, bool pdl, cudaStream
             && reinterpret_cast<uintptr_t>(w.xh) % 16 == 0
         ? 1
         : 0;
-    int32_t const bkShift = w.bk == 64 ? 6 : 5;
+    int32_t const bkShift = w.bk == 128 ? 7 : w.bk == 64 ? 6 : 5;
     int64_t const wLo = static_cast<int64_t>(p.cout) * (p.c / p.group) * p.kh * p.kw;
     dim3 const grid(static_cast<unsigned>(blocks));
-    cudaError_t err = byElement(p.dtype, [&](auto e) {
+    cudaError_t err = byElement(kernelType(p), [&](auto e) {
         using T = typename decltype(e)::type;
         return launchEx(pdl, dcnPrepKernel<T>, grid, dim3(256), 0, stream, static_cast<T const*>(w.x),
             static_cast<T const*>(w.w), static_cast<T*>(w.xh), static_cast<T*>(w.wp), p.n, static_cast<int32_t>(p.c),
@@ -198,7 +224,7 @@ DcnStatus launchSplitReduce(DcnParams const& p, FusedArgs const& at, float const
 {
     int64_t const len = at.pixels - at.pixBase;
     dim3 const rgrid(static_cast<unsigned>(((len + 3) / 4 * int64_t(p.cout) + 255) / 256));
-    cudaError_t const err = byElement(p.dtype, [&](auto e) {
+    cudaError_t const err = byFloat(p.dtype, [&](auto e) {
         using T = typename decltype(e)::type;
         return launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, at, partial,
             static_cast<T const*>(bias), static_cast<T*>(out));
@@ -304,7 +330,9 @@ DcnStatus prepareWeights(DcnParams const& p, void const* weight, void* prepared,
         setMsg(msg, msgLen, "dcnPrepareWeights: the buffer holds %zu bytes, dcnPreparedWeightsSize() = %zu", size, need);
         return kDCN_INVALID_ARGUMENT;
     }
-    size_t const raw = size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elemBytes(p);
+    // A quantized layer's OIHW buffer holds its weight scales too.
+    size_t const raw = p.quant != kDCN_QUANT_NONE ? dcnQuantWeightBytes(&p)
+                                                  : size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elemBytes(p);
     cudaError_t const e = cudaMemcpyAsync(prepared, weight, raw, cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess)
     {
@@ -318,7 +346,7 @@ DcnStatus prepareWeights(DcnParams const& p, void const* weight, void* prepared,
         int part;
         int bk;
         bool wgmma;
-    } const parts[] = {{kPartK32, 32, false}, {kPartK64, 64, false}, {kPartWg32, 32, true}};
+    } const parts[] = {{kPartK32, 32, false}, {kPartK64, 64, false}, {kPartWg32, 32, true}, {kPartK128, 128, true}};
     for (auto const& part : parts)
     {
         size_t const offset = preparedOffset(p, part.part);

@@ -3,6 +3,7 @@
  * order, K splits and the workspace size (dcnFusedTiles.h). The cost estimate that picks a tile is
  * in dcnFusedCost.cu, the launches are in dcnFused.cu.
  */
+#include "dcnForward.h"
 #include "dcnFused.h"
 #include "dcnFusedTiles.h"
 #include "dcnInternal.h"
@@ -80,7 +81,8 @@ DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
 
 size_t elemBytes(DcnParams const& p)
 {
-    return p.dtype == kDCN_FLOAT32 ? 4 : 2;
+    int32_t const t = kernelType(p);
+    return t == kDCN_FLOAT32 ? 4 : quantizedType(t) ? 1 : 2;
 }
 
 int planChunks(DcnParams const& p, TileShape const& t)
@@ -121,7 +123,7 @@ size_t alignUp(size_t v)
 /* The most K splits p may use (device-independent: it sizes the workspace); 1 = no split. */
 int capSplits(DcnParams const& p)
 {
-    if (!nhwcApplies(p))
+    if (!nhwcApplies(p) || p.quant != kDCN_QUANT_NONE) // quantized layers: no K split
         return 1;
     int64_t const chunks = chunks32(p);
     int64_t const blocks = channelTiles128(p) * ((p.n * p.ho * p.wo + 63) / 64);
@@ -133,14 +135,14 @@ int capSplits(DcnParams const& p)
 
 int operandParts(int tile, DcnParams const& p)
 {
-    return kTiles[tile].wgmma && p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
+    return kTiles[tile].wgmma && kernelType(p) == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
 }
 
 size_t nhwcBytes(DcnParams const& p)
 {
     size_t const elem = elemBytes(p);
     // FP32 in 3xTF32: room for the weights' small TF32 parts too (operandParts).
-    size_t const parts = p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
+    size_t const parts = kernelType(p) == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32 ? 2 : 1;
     return alignUp(size_t(p.n) * p.c * p.h * p.w * elem)
         + alignUp(parts * p.cout * (p.c / p.group) * p.kh * p.kw * elem);
 }
@@ -149,14 +151,16 @@ int weightPartOf(TileShape const& t, DcnParams const& p)
 {
     if (!t.nhwc)
         return kPartOihw;
+    if (t.bk == 128)
+        return kPartK128;
     if (t.bk == 64)
         return kPartK64;
-    return t.wgmma && p.dtype == kDCN_FLOAT32 ? kPartWg32 : kPartK32;
+    return t.wgmma && kernelType(p) == kDCN_FLOAT32 ? kPartWg32 : kPartK32;
 }
 
 int32_t weightModeOf(TileShape const& t, DcnParams const& p)
 {
-    if (!(t.wgmma && p.dtype == kDCN_FLOAT32))
+    if (!(t.wgmma && kernelType(p) == kDCN_FLOAT32))
         return kWeightCopy;
     return p.math == kDCN_MATH_TF32 ? kWeightTf32 : kWeightSplit;
 }
@@ -164,15 +168,20 @@ int32_t weightModeOf(TileShape const& t, DcnParams const& p)
 size_t preparedOffset(DcnParams const& p, int part)
 {
     size_t const one = alignUp(size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elemBytes(p));
-    bool const fp32 = p.dtype == kDCN_FLOAT32;
-    bool const held[kWeightParts] = {true, nhwcApplies(p, 32), !fp32 && nhwcApplies(p, 64), fp32 && nhwcApplies(p, 32)};
+    bool const quant = p.quant != kDCN_QUANT_NONE;
+    bool const fp32 = kernelType(p) == kDCN_FLOAT32;
+    // A quantized layer: its OIHW buffer (values, then the weight scales) and 128-channel chunks.
+    bool const held[kWeightParts] = {true, !quant && nhwcApplies(p, 32), !quant && !fp32 && nhwcApplies(p, 64),
+        fp32 && nhwcApplies(p, 32), quant && nhwcApplies(p, 128)};
     size_t offset = 0;
     for (int i = 0; i < kWeightParts; ++i)
     {
         if (i == part)
             return held[i] ? offset : SIZE_MAX;
         if (held[i])
-            offset += i == kPartWg32 && p.math != kDCN_MATH_TF32 ? 2 * one : one;
+            offset += i == kPartWg32 && p.math != kDCN_MATH_TF32 ? 2 * one
+                : i == kPartOihw && quant                      ? alignUp(dcnQuantWeightBytes(&p))
+                                                               : one;
     }
     return offset; // part == kWeightParts: the end
 }
@@ -204,17 +213,22 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
         if (mg * kg > INT32_MAX)
             return "a group's weights exceed the 32-bit offsets of the channel-vectorised kernel";
         if (!nhwcApplies(p, kTiles[tile].bk))
-            return kTiles[tile].bk == 32
-                ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"
-                : "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64";
-        if (kTiles[tile].bk > 32 && p.dtype == kDCN_FLOAT32)
+            return kTiles[tile].bk == 32 ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"
+                : kTiles[tile].bk == 64  ? "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64"
+                                         : "the 128-channel-chunk tiles need channels per group and per deformable group divisible by 128";
+        if (quantizedType(kernelType(p)) != quantizedType(kTiles[tile].bk == 128 ? kDCN_INT8 : kDCN_FLOAT32))
+            return kTiles[tile].bk == 128 ? "the 128-channel-chunk tiles take quantized (INT8, FP8) layers only"
+                                          : "quantized (INT8, FP8) layers run on the 128-channel-chunk tiles only";
+        if (kTiles[tile].bk == 64 && kernelType(p) == kDCN_FLOAT32)
             return "the 64-channel-chunk tiles take FP16/BF16 only";
-        if (kTiles[tile].tmaA && kTiles[tile].bk == 32 && p.dtype != kDCN_FLOAT32)
+        if (kTiles[tile].tmaA && kTiles[tile].bk == 32 && kernelType(p) != kDCN_FLOAT32)
             return "the 32-channel TMA tiles copy 128-byte weight rows, which take FP32 only";
-        if (operandParts(tile, p) == 2 && !builtFor(kTiles[tile], p.dtype, p.math))
+        if (operandParts(tile, p) == 2 && !builtFor(kTiles[tile], kernelType(p), p.math))
             return "this FP32 warpgroup tile is not built for 3xTF32 (both TF32 parts of each operand would not fit in "
                    "shared memory); it runs in TF32 mode";
-        if (!builtFor(kTiles[tile], p.dtype, p.math))
+        if (p.quant != kDCN_QUANT_NONE && splits > 1)
+            return "quantized layers do not split K";
+        if (!builtFor(kTiles[tile], kernelType(p), p.math))
             return "AUTO never chooses this tile for this element type and math, so it is not built for it (the "
                    "tiles dcnFusedTileInfo lists for it are)";
         if (kTiles[tile].tmaA && !d.tma)
@@ -251,7 +265,7 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
     int const all[] = {kTma128x64K64, kAsync128x64K64, kRegs128x64K64, kTma128x64Fp32, kRegs128x64, kTma128x32K64P8,
         kRegs128x32K64, kTma128x32Fp32, kRegs128x32, kRegs64x64, kAsync128x64, kAsync128x32, kAsync256x64,
         kAsync128x32K64P8, kWg256x64TwoGroups, kWg128x128, kWg128x128P16, kWg256x64P16, kWg128x64P16, kWg128x64Tf32,
-        kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
+        kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, kWg128x64Q8, kWg256x64Q8, mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
     for (int t : all)
@@ -321,7 +335,7 @@ char const* const kTileNames[kTileCount] = {"regs-64x64", "regs-128x32", "regs-1
     "regs-128x64-k64", "regs-128x32-k64", "async-128x64-k64", "async-128x64", "async-128x32", "async-256x64",
     "async-128x32-k64-p8", "tma-128x64-k64", "tma-128x32-k64-p8", "tma-256x64-k64", "wg-256x64-2wg", "tma-128x64-fp32",
     "tma-128x32-fp32", "wg-128x128", "wg-128x128-p16", "wg-256x64-p16", "wg-128x64-p16", "wg-128x64-tf32",
-    "wg-256x64-tf32", "wg-256x64-p16-pair"};
+    "wg-256x64-tf32", "wg-256x64-p16-pair", "wg-128x64-q8", "wg-256x64-q8"};
 
 /* Bytes kept for split-K partial sums: splits x pixels of any split count that capSplits allows at
  * p's size or at any smaller batch or plane is at most min(kDCN_MAX_SPLITS x pixels, 64 x

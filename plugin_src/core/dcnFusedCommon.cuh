@@ -9,6 +9,8 @@
 #include "dcnFusedMma.cuh"
 #include "dcnSimpleKernel.cuh"
 
+#include <type_traits>
+
 namespace dcn
 {
 namespace fused
@@ -47,9 +49,18 @@ struct FusedArgs
     // memory, no reduction kernel.
     int32_t clusterReduce;
     FastDiv divCPerDg, divHoWo, divWo;
+    // Quantized layers (8-bit T): out = xScale * wScale[co] * sum + bias as outType (dcnParams.h).
+    float xScale, outScale;
+    float const* wScale;
+    int32_t outType;
 };
 
 constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)
+
+/* The output element of a kernel whose x and weights are T: T for a float layer; a quantized
+ * layer (8-bit T) stores the type FusedArgs::outType names. */
+template <typename T>
+using OutOf = typename std::conditional<dcn::simple::kQuantized<T>, void, T>::type;
 
 template <typename T>
 __device__ __forceinline__ T ldT(T const* p)

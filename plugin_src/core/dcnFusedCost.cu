@@ -26,10 +26,10 @@ float chunkWeight(int tile, DcnParams const& p)
         return 0.0f;
     if ((t.asyncA || t.tmaA) && t.bm > mg && t.pregs == 0)
         return 0.0f;
-    bool const accurate = p.dtype == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32;
+    bool const accurate = kernelType(p) == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32;
     if (accurate && mg > 64 && t.wFp32Wide > 0.0f) // set only beside a wFp32 (tileColumnsFit)
         return t.wFp32Wide; // 3xTF32, bound by its consumers
-    return precisionWeight(t, p.dtype, p.math);
+    return builtFor(t, kernelType(p), p.math) ? precisionWeight(t, kernelType(p), p.math) : 0.0f;
 }
 
 /* Blocks of `tile` that share an SM at full speed each: the tf32Blocks column in TF32 (tma-128x32-fp32:
@@ -38,7 +38,7 @@ float chunkWeight(int tile, DcnParams const& p)
  * fits (the SM has the opt-in limit plus 1 KiB). */
 int coResident(int tile, DcnParams const& p, Device const& d)
 {
-    int const blocks = p.dtype == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32 ? kTiles[tile].tf32Blocks : 1;
+    int const blocks = kernelType(p) == kDCN_FLOAT32 && p.math == kDCN_MATH_TF32 ? kTiles[tile].tf32Blocks : 1;
     if (blocks < 2)
         return 1;
     return blocks * (smemBytesFor(tile, p) + 1024) <= static_cast<size_t>(d.smemOptin) + 1024 ? blocks : 1;
@@ -55,8 +55,8 @@ float blockFixed(int tile)
  * workspace (after the NHWC copy and the permuted weights) and the grid. */
 bool tailFits(DcnParams const& p, int t, int64_t xTail, int s, size_t workspaceSize)
 {
-    if (!kTiles[t].nhwc || workspaceSize < nhwcBytes(p) || int64_t(p.group) * s > 65535)
-        return false;
+    if (!kTiles[t].nhwc || p.quant != kDCN_QUANT_NONE || workspaceSize < nhwcBytes(p) || int64_t(p.group) * s > 65535)
+        return false; // quantized layers do not split K
     int64_t const room = int64_t((workspaceSize - nhwcBytes(p)) / sizeof(float));
     return s * xTail * kTiles[t].bn * p.cout <= room;
 }

@@ -25,14 +25,19 @@ using dcn::detail::setMsg;
 template <typename T>
 constexpr int32_t dtypeOf()
 {
-    return std::is_same<T, float>::value ? kDCN_FLOAT32 : std::is_same<T, __half>::value ? kDCN_FLOAT16 : kDCN_BFLOAT16;
+    return std::is_same<T, float>::value ? kDCN_FLOAT32
+        : std::is_same<T, __half>::value ? kDCN_FLOAT16
+        : std::is_same<T, int8_t>::value ? kDCN_INT8
+        : std::is_same<T, __nv_fp8_e4m3>::value ? kDCN_FP8E4M3
+                                         : kDCN_BFLOAT16;
 }
 constexpr int32_t mathOf(MathKind mk)
 {
     return mk == MathKind::kTf32 ? kDCN_MATH_TF32 : kDCN_MATH_ACCURATE;
 }
 
-template <typename T, MathKind MK, int TILE>
+/* T: x and the weights; TF: offset, mask and bias (a quantized layer's, see dcnFusedNhwcKernel). */
+template <typename T, MathKind MK, int TILE, typename TF = T>
 DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
@@ -72,7 +77,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             setMsg(msg, msgLen, "fused kernel: channel-last x and prepared weights must be 16-byte aligned");
             return kDCN_UNSUPPORTED;
         }
-        auto const kernel = dcnFusedNhwcKernel<T, MK, C>;
+        auto const kernel = dcnFusedNhwcKernel<T, MK, C, TF>;
         // Before anything is launched, so that a failure leaves no work queued.
         DcnStatus s = configureKernel(kernel, d, configured, TILE, C::PREGS > 0 ? C::LAUNCH_REGS : 0, msg, msgLen);
         if (s != kDCN_SUCCESS)
@@ -164,7 +169,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
             return s;
         return launchSplitReduce(p, at, partial, q.bias, q.out, pdl, TILE, stream, msg, msgLen);
     }
-    else
+    else if constexpr (!dcn::simple::kQuantized<T>)
     {
         using C = Tile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, 1>;
         (void)c; // no K split, no split tail
@@ -180,7 +185,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
 }
 
 /* launchTile of c.tile when that tile belongs to family F (the others are not instantiated here). */
-template <TileFamily F, typename T, MathKind MK, int TILE = 0>
+template <TileFamily F, typename T, MathKind MK, typename TF = T, int TILE = 0>
 DcnStatus launchInFamily(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
@@ -194,17 +199,40 @@ DcnStatus launchInFamily(DcnParams const& p, Choice const& c, FusedArgs const& a
         if constexpr (familyOf(kTiles[TILE]) == F)
         {
             if (c.tile == TILE)
-                return launchTile<T, MK, TILE>(p, c, a, d, q, stream, msg, msgLen);
+                return launchTile<T, MK, TILE, TF>(p, c, a, d, q, stream, msg, msgLen);
         }
-        return launchInFamily<F, T, MK, TILE + 1>(p, c, a, d, q, stream, msg, msgLen);
+        return launchInFamily<F, T, MK, TF, TILE + 1>(p, c, a, d, q, stream, msg, msgLen);
     }
 }
 
 /* launchInFamily for p's element type and math. */
+/* launchInFamily of a quantized layer: 8-bit T, FP32 or FP16 offset, mask and bias. */
+template <TileFamily F, typename T>
+DcnStatus launchQuantized(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
+    cudaStream_t stream, char* msg, size_t msgLen)
+{
+    if (p.dtype == kDCN_FLOAT16)
+        return launchInFamily<F, T, MathKind::kNative, __half>(p, c, a, d, q, stream, msg, msgLen);
+    return launchInFamily<F, T, MathKind::kNative, float>(p, c, a, d, q, stream, msg, msgLen);
+}
+
 template <TileFamily F>
 DcnStatus launchFamily(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
+    // Only the warpgroup family has 8-bit tiles (tileColumnsFit): the others build no quantized kernel.
+    if constexpr (F == TileFamily::kSm90a)
+    {
+        if (p.quant == kDCN_QUANT_INT8)
+            return launchQuantized<F, int8_t>(p, c, a, d, q, stream, msg, msgLen);
+        if (p.quant == kDCN_QUANT_FP8)
+            return launchQuantized<F, __nv_fp8_e4m3>(p, c, a, d, q, stream, msg, msgLen);
+    }
+    if (p.quant != kDCN_QUANT_NONE)
+    {
+        setMsg(msg, msgLen, "fused kernel: tile %s takes no quantized layer", kTileNames[c.tile]);
+        return kDCN_UNSUPPORTED;
+    }
     switch (p.dtype)
     {
     case kDCN_FLOAT16: return launchInFamily<F, __half, MathKind::kNative>(p, c, a, d, q, stream, msg, msgLen);

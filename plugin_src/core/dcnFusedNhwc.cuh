@@ -35,9 +35,9 @@ namespace fused
  * = g * splits + split walks only its share of the K chunks and stores FP32 partial sums (no bias)
  * to partial[split][g * mg + m][pixel - pixBase]; dcnSplitReduceKernel adds them up. tmA: the tensor map of
  * wp (C::TMA_A only; rows g * mg + m, columns k'), see launchTile in dcnFused.cu. */
-template <typename T, MathKind MK, class C>
-__device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restrict__ xh, T const* __restrict__ offset,
-    T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias, T* __restrict__ out,
+template <typename T, MathKind MK, class C, typename TF = T>
+__device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restrict__ xh, TF const* __restrict__ offset,
+    TF const* __restrict__ mask, T const* __restrict__ wp, TF const* __restrict__ bias, OutOf<T>* __restrict__ out,
     float* __restrict__ partial, CUtensorMap const& tmA)
 {
     extern __shared__ __align__(16) unsigned char smemRaw[];
@@ -51,7 +51,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     // FP32 keeps generic pointers and the barriers behind the plan: with the 32-bit form the
     // producers of the 3xTF32 tile wg-128x64-tf32 spilled 16 bytes and FP32 took 1.03-1.22x as long
     // (H200, 18 layers).
-    constexpr bool PLAN32 = sizeof(T) == 2;
+    constexpr bool PLAN32 = sizeof(T) <= 2;
     uint32_t const rawAddr = smemAddr(smemRaw);
     uint32_t const pad = C::TMA_A ? (1024u - (rawAddr & 1023u)) & 1023u : 0u;
     unsigned char* const smem = smemRaw + pad;
@@ -194,7 +194,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     slot = planned < 0 ? dg % a.planSlots : (slot + 1 == a.planSlots ? 0 : slot + 1);
                     barSync(kBarProducers, C::PRODUCERS); // nobody still reads the slot replaced
-                    buildPlan<T, C, true, C::PACK16, C::PLAN_BATCH>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
+                    buildPlan<TF, C, true, C::PACK16, C::PLAN_BATCH>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);
@@ -301,6 +301,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 uint4 res;
                 if constexpr (C::PACK16)
                     res = interpPacked<T>(R.w[u], R.v[u]);
+                else if constexpr (dcn::simple::kQuantized<T>)
+                    res = interpQuant<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
                 else if constexpr (PLAN32)
                     res = interpFloat<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
                 else
@@ -388,32 +390,34 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     // ---------------------------------------------------------------------- consumers
     // The offset and mask rows of the first plan into L2 while the producers wait (engine path;
     // FP16/BF16 only: up to 2.5% less time per call on an H200, and two FP32 tiles spilled with it).
-    if constexpr (sizeof(T) == 2)
+    if constexpr (sizeof(T) <= 2)
     {
         if (a.waitFirst)
         {
             int const dg0 = a.deformableGroups > 1 ? static_cast<int>(a.divCPerDg.div(g * a.cg + (kc0 / a.kk) * C::BK)) : 0;
-            prefetchPlanRows<T, C>(a, offset, mask, p0, dg0, tid, C::CONSUMERS);
+            prefetchPlanRows<TF, C>(a, offset, mask, p0, dg0, tid, C::CONSUMERS);
         }
     }
     if constexpr (C::PREGS > 0)
         setMaxRegsInc<C::CREGS>();
-    nhwcConsumers<T, MK, C>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial, rank, peer);
+    nhwcConsumers<T, MK, C, TF>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial, rank, peer);
 }
 
-template <typename T, MathKind MK, class C>
+/* T: x and the weights; TF: offset, mask and bias (T for a float layer; a quantized layer's T is
+ * INT8 or FP8 and its output has the type a.outType). */
+template <typename T, MathKind MK, class C, typename TF = T>
 __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
-    T const* __restrict__ offset, T const* __restrict__ mask, T const* __restrict__ wp, T const* __restrict__ bias,
-    T* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
+    TF const* __restrict__ offset, TF const* __restrict__ mask, T const* __restrict__ wp, TF const* __restrict__ bias,
+    OutOf<T>* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    nhwcBlock<T, MK, C>(a, xh, offset, mask, wp, bias, out, partial, tmA);
+    nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     // The TMA tiles run on sm_90+ only (the host never offers them below): no code for them here.
     if constexpr (C::TMA_A)
         __trap();
     else
-        nhwcBlock<T, MK, C>(a, xh, offset, mask, wp, bias, out, partial, tmA);
+        nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
 #endif
 }
 

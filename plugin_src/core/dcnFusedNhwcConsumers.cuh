@@ -30,9 +30,9 @@ namespace fused
  *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
  *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
  *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
-template <typename T, class C>
+template <typename T, class C, typename TF = T>
 __device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4], float* sT,
-    int ctid, int wRow, int wn, int m0, int g, T const* __restrict__ bias)
+    int ctid, int wRow, int wn, int m0, int g, TF const* __restrict__ bias)
 {
     constexpr int LDT = stagedLd<C>();
     int const lane = ctid & 31;
@@ -65,21 +65,54 @@ __device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)
     float* const sBias = sT + C::BM * LDT;
     bool const withBias = (a.splits == 1 || a.clusterReduce) && a.withBias; // else the reduction kernel adds it
     for (int c = ctid; c < C::BM; c += C::CONSUMERS)
-        sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<T>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
+        sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<TF>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
+    if constexpr (dcn::simple::kQuantized<T>)
+    {
+        // The sums' scales, after the biases: x's scale times each output channel's weight scale.
+        float* const sScale = sBias + C::BM;
+        for (int c = ctid; c < C::BM; c += C::CONSUMERS)
+            sScale[c] = m0 + c < a.mg ? a.xScale * __ldg(a.wScale + g * a.mg + m0 + c) : 0.0f;
+    }
 }
 
 /* Rows [r0, r1) of the staged tile to out, or as split `split`'s partial sums when partial is not
  * null. */
 template <typename T, class C>
 __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, int tid, int64_t p0, int m0, int g,
-    int split, T* __restrict__ out, float* __restrict__ partial, int r0, int r1)
+    int split, OutOf<T>* __restrict__ out, float* __restrict__ partial, int r0, int r1)
 {
     constexpr int LDT = stagedLd<C>();
     float const* const sBias = sT + C::BM * LDT;
     barSync(15, C::CONSUMERS); // the staged tile is complete
     int const rows = min(min(a.mg - m0, C::BM), r1); // rows of the tile that exist, up to r1
     int64_t const pixLeft = a.pixels - p0;
-    if (partial != nullptr || sizeof(T) == 4)
+    if constexpr (dcn::simple::kQuantized<T>)
+    {
+        // Quantized layers (no K split): sums times their scale plus bias, converted to a.outType;
+        // each warp stores 32 consecutive pixels of one channel.
+        (void)split;
+        (void)partial;
+        constexpr int CSTEP = C::CONSUMERS / C::BN;
+        float const* const sScale = sBias + C::BM;
+        int const px = tid % C::BN;
+        int const c0 = tid / C::BN;
+        if (px >= pixLeft)
+            return;
+        int64_t const p = p0 + px;
+        uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+        int64_t at = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
+            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
+        int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
+#pragma unroll 4
+        for (int i = 0; i < C::BM / CSTEP; ++i, at += step)
+        {
+            int const c = c0 + i * CSTEP;
+            if (c >= r0 && c < rows)
+                dcn::simple::storeAs(out, at, sT[c * LDT + px] * sScale[c] + sBias[c], a.outType, a.outScale);
+        }
+        return;
+    }
+    else if (partial != nullptr || sizeof(T) == 4)
     {
         // 4-byte destinations (FP32 partial sums or output): each warp stores 32 consecutive pixels
         // of one channel, 128 bytes per instruction (measured on an H200: 16-byte items of 4 pixels
@@ -182,9 +215,9 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     }
 }
 
-template <typename T, MathKind MK, class C>
+template <typename T, MathKind MK, class C, typename TF = T>
 __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T const* sB, uint32_t fullA,
-    int nChunks, int tid, int64_t p0, int m0, int g, int split, T const* __restrict__ bias, T* __restrict__ out,
+    int nChunks, int tid, int64_t p0, int m0, int g, int split, TF const* __restrict__ bias, OutOf<T>* __restrict__ out,
     float* __restrict__ partial, uint32_t rank, uint32_t peer)
 {
     uint32_t const fullB = fullA + C::FULL_OFF;
@@ -207,7 +240,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         wRow = wgRow + (wm & 3) * 16;
         uint32_t const aWg = smemAddr(sA) + static_cast<uint32_t>(wgRow * C::LDA * sizeof(T));
         uint32_t const bAll = smemAddr(sB);
-        constexpr int KSTEPS = C::BK * sizeof(T) / 32; // MMA K steps of 32 bytes (k16; FP32: k8)
+        constexpr int KSTEPS = C::BK * sizeof(T) / 32; // MMA K steps of 32 bytes (k16; FP32: k8; 8-bit: k32)
         static_assert(C::SPLIT == 1 || C::SWAP, "3xTF32 warpgroup tiles: swapped");
         float tmp[C::SPLIT == 2 ? C::MT : 1][C::SPLIT == 2 ? C::NT : 1][4]; // 3xTF32: a chunk's sums
         if constexpr (C::SPLIT == 2)
@@ -292,6 +325,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             clusterArrive();
         wgmmaWait<0>();
         eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
+        if constexpr (std::is_same<T, int8_t>::value) // INT32 sums (exact), as FP32 from here on
+            eachAcc<C>(acc, [](float& v) { v = static_cast<float>(__float_as_int(v)); });
     }
     else
     {
@@ -315,7 +350,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     // this grid); the producer warps count as triggered once they have exited.
     gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
-    stageTile<T, C>(a, acc, sT, tid, wRow, wn, m0, g, bias);
+    stageTile<T, C, TF>(a, acc, sT, tid, wRow, wn, m0, g, bias);
     int2 rows = make_int2(0, C::BM);
     float* part = a.splits > 1 ? partial : nullptr;
     if (a.clusterReduce)

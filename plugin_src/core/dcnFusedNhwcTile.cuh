@@ -121,7 +121,7 @@ struct NTile
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
     static_assert(STAGES >= 2, "pipeline stages");
-    static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2), "chunk size");
+    static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2) || (BK == 128 && sizeof(T) == 1 && WG_), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
     static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
@@ -129,6 +129,9 @@ struct NTile
     static_assert(BN % 8 == 0 && CONSUMERS % BN == 0
             && size_t(BM) * (BN + 4 + 1) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
         "epilogue through shared memory (stageTile, storeTile)");
+    // 8-bit tiles stage the BM weight scales after the biases.
+    static_assert(sizeof(T) != 1 || size_t(BM) * (BN + 4 + 2) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
+        "quantized epilogue through shared memory");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
     static_assert(SPLIT == 1 || (SPLIT == 2 && WG && sizeof(T) == 4), "operands split into TF32 parts");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24

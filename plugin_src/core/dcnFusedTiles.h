@@ -63,6 +63,10 @@ struct TileShape
     // stage, copies it into the other block's, and issues both blocks' weight tiles of that chunk
     // (NTile::PAIR). The groups need an even number of channel tiles.
     bool pairM = false;
+    // Quantized layers (INT8 and FP8 E4M3 x and weights, DcnParams.quant): the chunk-cost column
+    // of both 8-bit types (0: not built for them). Only warpgroup tiles of 128-channel chunks (one
+    // 128-byte row per pixel and K chunk) take them.
+    float wQ8 = 0.0f;
 };
 
 /* The configurations, named by kernel, weight path and shape (the names of kTileNames):
@@ -99,6 +103,8 @@ enum TileId : int
     kWg128x64Tf32,      // FP32 on TF32 warpgroup MMAs (3xTF32: both parts of each operand)
     kWg256x64Tf32,      // FP32 in TF32 mode only (3xTF32 would need twice the shared memory)
     kWg256x64P16Pair,   // BF16, groups of more than 256 output channels: two channel tiles share their samples
+    kWg128x64Q8,        // INT8 and FP8 (quantized layers): 128-channel chunks
+    kWg256x64Q8,        // the same for groups of more than 128 output channels
     kTileCount
 };
 
@@ -129,16 +135,30 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.0f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
+    {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 64, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f},
+    {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
- * wBf16, wTf32, and wFp32 in 3xTF32 (wFp32Wide only refines a non-zero wFp32). */
+ * wBf16, wQ8 (INT8, FP8E4M3), wTf32, and wFp32 in 3xTF32 (wFp32Wide only refines a non-zero wFp32). */
+DCN_TILE_HD constexpr bool quantizedType(int32_t dtype)
+{
+    return dtype == kDCN_INT8 || dtype == kDCN_FP8E4M3;
+}
 DCN_TILE_HD constexpr float precisionWeight(TileShape const& t, int32_t dtype, int32_t math)
 {
     return dtype == kDCN_FLOAT16 ? t.wFp16
         : dtype == kDCN_BFLOAT16 ? t.wBf16
+        : quantizedType(dtype)   ? t.wQ8
         : math == kDCN_MATH_TF32 ? t.wTf32
                                  : t.wFp32;
+}
+
+/* The element type the kernels move and multiply for p: INT8 or FP8E4M3 for a quantized layer
+ * (its x and weights), else p.dtype. */
+DCN_TILE_HD constexpr int32_t kernelType(DcnParams const& p)
+{
+    return p.quant == kDCN_QUANT_INT8 ? kDCN_INT8 : p.quant == kDCN_QUANT_FP8 ? kDCN_FP8E4M3 : p.dtype;
 }
 
 /* Whether tile t has a kernel for an element type and FP32 math: one rule for the instantiation
@@ -150,7 +170,7 @@ DCN_TILE_HD constexpr float precisionWeight(TileShape const& t, int32_t dtype, i
  * below) and what AUTO never picks (bench/fused_reach.py, docs/fused_kernel_notes.md). */
 DCN_TILE_HD constexpr bool builtFor(TileShape const& t, int32_t dtype, int32_t math)
 {
-    return !t.nhwc || precisionWeight(t, dtype, math) > 0.0f;
+    return quantizedType(dtype) ? t.nhwc && t.wQ8 > 0.0f : !t.nhwc || precisionWeight(t, dtype, math) > 0.0f;
 }
 
 /* The names of the configurations (kTiles order), as dcnFusedTileInfo reports them. */
@@ -192,7 +212,7 @@ DCN_TILE_HD constexpr size_t tileSmemBytes(TileShape const& t, size_t elem, int 
 }
 
 /* The zero cost columns the kernels need (builtFor): the 64-channel-chunk tiles take FP16/BF16
- * only, the 32-channel TMA tiles (128-byte weight rows) FP32 only, and a warpgroup tile has no
+ * only, the 128-channel ones the 8-bit types only, the 32-channel TMA tiles (128-byte weight rows) FP32 only, and a warpgroup tile has no
  * 3xTF32 kernel where both TF32 parts of each operand would need more than 227 KiB of stages;
  * wFp32Wide refines a wFp32 that is set. */
 constexpr bool tileColumnsFit()
@@ -209,6 +229,11 @@ constexpr bool tileColumnsFit()
             return false;
         if (t.wgmma && builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE)
             && t.stages * 2 * (stageABytes(t, 4) + stageBBytes(t, 4)) > 227 * 1024)
+            return false;
+        // 8-bit tiles: warpgroup MMAs on 128-byte TMA rows of 128 channels, and nothing else.
+        if (t.wQ8 > 0.0f && !(t.wgmma && t.tmaA && t.bk == 128))
+            return false;
+        if (t.bk == 128 && (fp32 || half))
             return false;
     }
     return true;
@@ -307,7 +332,8 @@ constexpr int32_t kWeightSplit = 2;
 /* The prepared weights (dcnPrepareWeights): the OIHW weights first (the NCHW tiles and the simple
  * kernel read them), then each K order a channel-vectorised tile may read for p: 32-channel chunks,
  * 64-channel chunks (FP16/BF16), and for FP32 the warpgroup tiles' TF32 form (rounded, or split in
- * two parts in 3xTF32). A tile reads part weightPartOf(t, p), written in mode weightModeOf(t, p);
+ * two parts in 3xTF32); a quantized layer: its OIHW buffer (values and scales, dcnQuantWeightBytes)
+ * and 128-channel chunks. A tile reads part weightPartOf(t, p), written in mode weightModeOf(t, p);
  * preparedOffset: its byte offset, SIZE_MAX where p has no such part. */
 enum WeightPart : int
 {
@@ -315,6 +341,7 @@ enum WeightPart : int
     kPartK32,
     kPartK64,
     kPartWg32,
+    kPartK128,
     kWeightParts
 };
 int weightPartOf(TileShape const& t, DcnParams const& p);

@@ -14,7 +14,9 @@
  * (dcnFusedKernel.cuh, dcnFusedNhwc.cuh) avoid that, and this one stays simple as the reference
  * path. Bias is added in the epilogue and the result is rounded once to the output type.
  * Coordinates (integer part + FP32 fraction), bilinear weights and accumulation are FP32 for every
- * element type; every element offset into x, offset, mask, weight and out is 64-bit.
+ * element type; every element offset into x, offset, mask, weight and out is 64-bit. A quantized
+ * layer (INT8 or FP8 x and weights) rounds each sample to its type before the product and scales
+ * the sums in the epilogue (dcnParams.h).
  *
  * The per-row bookkeeping of a K chunk (channel, kernel point, deformable group) is the same for
  * every pixel, so 16 threads compute it once per chunk into a double-buffered shared table while
@@ -23,8 +25,11 @@
 #ifndef DCN_SIMPLE_KERNEL_CUH
 #define DCN_SIMPLE_KERNEL_CUH
 
+#include "dcnParams.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -72,6 +77,21 @@ __device__ __forceinline__ float toFloat<__nv_bfloat16>(__nv_bfloat16 v)
     return __bfloat162float(v);
 }
 
+template <>
+__device__ __forceinline__ float toFloat<int8_t>(int8_t v)
+{
+    return static_cast<float>(v);
+}
+template <>
+__device__ __forceinline__ float toFloat<__nv_fp8_e4m3>(__nv_fp8_e4m3 v)
+{
+    return static_cast<float>(v);
+}
+
+/* Quantized element types (DcnQuant): x and the weights of a quantized layer. */
+template <typename T>
+constexpr bool kQuantized = sizeof(T) == 1;
+
 template <typename T>
 __device__ __forceinline__ T fromFloat(float v);
 template <>
@@ -90,10 +110,52 @@ __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v)
     return __float2bfloat16_rn(v);
 }
 
+/* INT8: to nearest even, saturated to [-128, 127]; FP8 E4M3: to nearest even, saturated to +-448
+ * (the quantized layers' rounding, dcnParams.h). */
+template <>
+__device__ __forceinline__ int8_t fromFloat<int8_t>(float v)
+{
+    return static_cast<int8_t>(__float2int_rn(fminf(fmaxf(v, -128.0f), 127.0f)));
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 fromFloat<__nv_fp8_e4m3>(float v)
+{
+    __nv_fp8_e4m3 r;
+    r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+    return r;
+}
+
 template <typename T>
 __device__ __forceinline__ float ldf(T const* p)
 {
     return toFloat<T>(__ldg(p));
+}
+template <>
+__device__ __forceinline__ float ldf<__nv_fp8_e4m3>(__nv_fp8_e4m3 const* p)
+{
+    __nv_fp8_e4m3 v;
+    v.__x = __ldg(reinterpret_cast<unsigned char const*>(p));
+    return toFloat<__nv_fp8_e4m3>(v);
+}
+
+/* v rounded to the grid of quantized type T, as a float. */
+template <typename T>
+__device__ __forceinline__ float toGrid(float v)
+{
+    return toFloat<T>(fromFloat<T>(v));
+}
+
+/* out[i] = v converted to DcnDataType `type`; a quantized type takes v / outScale (QuantizeLinear). */
+__device__ __forceinline__ void storeAs(void* out, int64_t i, float v, int32_t type, float outScale)
+{
+    switch (type)
+    {
+    case kDCN_FLOAT32: static_cast<float*>(out)[i] = v; break;
+    case kDCN_FLOAT16: static_cast<__half*>(out)[i] = fromFloat<__half>(v); break;
+    case kDCN_BFLOAT16: static_cast<__nv_bfloat16*>(out)[i] = fromFloat<__nv_bfloat16>(v); break;
+    case kDCN_INT8: static_cast<int8_t*>(out)[i] = fromFloat<int8_t>(v / outScale); break;
+    default: static_cast<__nv_fp8_e4m3*>(out)[i] = fromFloat<__nv_fp8_e4m3>(v / outScale); break;
+    }
 }
 
 /* Problem description as the kernel sees it (all derived on the host, no division left to do
@@ -113,6 +175,10 @@ struct KernelArgs
     int32_t kh, kw, kk; // kk = kh * kw
     int32_t strideH, strideW, padH, padW, dilationH, dilationW;
     int32_t withBias;
+    // Quantized layers (kQuantized<T>): out = xScale * wScale[co] * sum + bias, stored as outType.
+    float xScale, outScale;
+    float const* wScale;
+    int32_t outType;
 };
 
 /* Bilinear sample of one input plane with zero padding, at (yBase + dy, xBase + dx).
@@ -166,11 +232,13 @@ __device__ __forceinline__ float bilinear0(T const* plane, int64_t h, int64_t w,
 }
 
 /* grid: x = pixel tiles, y = channel tiles within a group, z = group.
- * BM is the channel tile (32 or 64): each thread owns BM/16 channels x kTN pixels. */
-template <typename T, int BM>
+ * BM is the channel tile (32 or 64): each thread owns BM/16 channels x kTN pixels.
+ * T: x and the weights; TF: offset, mask and bias (T for a float layer; a quantized layer's T is
+ * INT8 or FP8, its samples are rounded to T, and out has the type a.outType). */
+template <typename T, int BM, typename TF = T>
 __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForwardKernel(KernelArgs const a,
-    T const* __restrict__ x, T const* __restrict__ offset, T const* __restrict__ mask,
-    T const* __restrict__ weight, T const* __restrict__ bias, T* __restrict__ out)
+    T const* __restrict__ x, TF const* __restrict__ offset, TF const* __restrict__ mask,
+    T const* __restrict__ weight, TF const* __restrict__ bias, void* __restrict__ out)
 {
     constexpr int kTM = BM / (kThreads / (kBN / kTN)); // channels per thread
     static_assert(kTM == 2 || kTM == 4, "BM must be 32 or 64");
@@ -224,8 +292,8 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
     int64_t const sp = p0 + sCol;
     bool const sValid = sp < a.pixels;
     T const* xImg = x;
-    T const* offPix = offset;
-    T const* maskPix = mask;
+    TF const* offPix = offset;
+    TF const* maskPix = mask;
     int32_t yBase = 0;
     int32_t xBase = 0;
     if (sValid)
@@ -292,6 +360,8 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
                 v = mk
                     * bilinear0(xImg + rowX[buf][row], a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row],
                         dy, dx);
+                if constexpr (kQuantized<T>)
+                    v = toGrid<T>(v);
             }
             sS[row][sCol] = v;
         }
@@ -348,9 +418,15 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
                 continue;
             int64_t const co = g * a.mg + m;
             float v = acc[rr][q];
+            if constexpr (kQuantized<T>)
+                v *= a.xScale * __ldg(a.wScale + co);
             if (a.withBias)
                 v += ldf(bias + co);
-            out[(n * a.cout + co) * a.howo + r] = fromFloat<T>(v);
+            int64_t const at = (n * a.cout + co) * a.howo + r;
+            if constexpr (kQuantized<T>)
+                storeAs(out, at, v, a.outType, a.outScale);
+            else
+                static_cast<T*>(out)[at] = fromFloat<T>(v);
         }
     }
 }

@@ -156,6 +156,39 @@ DCN_CORE_EXPORT DcnStatus dcnValidate(DcnParams const* p, char* msg, size_t msgL
             p->dtype);
         return kDCN_INVALID_ARGUMENT;
     }
+    if (p->quant != kDCN_QUANT_NONE)
+    {
+        if (p->quant != kDCN_QUANT_INT8 && p->quant != kDCN_QUANT_FP8)
+        {
+            setMsg(msg, msgLen, "DcnParams.quant = %d is invalid (expected 0 NONE, 1 INT8 or 2 FP8)", p->quant);
+            return kDCN_INVALID_ARGUMENT;
+        }
+        if (p->dtype == kDCN_BFLOAT16)
+        {
+            setMsg(msg, msgLen, "DcnParams.dtype = 2 BFLOAT16: a quantized layer takes FP32 or FP16 offset, mask and bias");
+            return kDCN_INVALID_ARGUMENT;
+        }
+        int32_t const qtype = p->quant == kDCN_QUANT_INT8 ? kDCN_INT8 : kDCN_FP8E4M3;
+        if (p->outType != p->dtype && p->outType != qtype)
+        {
+            setMsg(msg, msgLen,
+                "DcnParams.outType = %d is invalid for this quantized layer (expected %d, the offset's type, or %d, "
+                "its quantized type)",
+                p->outType, p->dtype, qtype);
+            return kDCN_INVALID_ARGUMENT;
+        }
+        if (!(p->xScale > 0.0f && p->xScale <= 3.4e38f))
+        {
+            setMsg(msg, msgLen, "DcnParams.xScale = %g is invalid (expected a finite scale > 0)", double(p->xScale));
+            return kDCN_INVALID_ARGUMENT;
+        }
+        if (p->outType == qtype && !(p->outScale > 0.0f && p->outScale <= 3.4e38f))
+        {
+            setMsg(msg, msgLen, "DcnParams.outScale = %g is invalid for a quantized output (expected a finite scale > 0)",
+                double(p->outScale));
+            return kDCN_INVALID_ARGUMENT;
+        }
+    }
     int32_t const code = p->algo >= kDCN_ALGO_FUSED_TILE ? p->algo - kDCN_ALGO_FUSED_TILE : -1;
     int32_t const tail = code >= 0 ? code / kDCN_ALGO_TAIL_STEP : 0;
     int32_t const split = code >= 0 ? code % kDCN_ALGO_TAIL_STEP / kDCN_ALGO_SPLIT_STEP : 0;

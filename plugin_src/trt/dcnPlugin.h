@@ -11,6 +11,7 @@
 #include "NvInferRuntime.h"
 
 #include "../core/dcnParams.h"
+#include "dcnPluginQuant.h"
 #include "dcnPluginWeights.h"
 
 #include <cstdint>
@@ -28,7 +29,7 @@ constexpr char const* kDCN_PLUGIN_NAME{"ModulatedDeformConv2d"};
 constexpr char const* kDCN_PLUGIN_VERSION{"1"};
 constexpr char const* kDCN_PLUGIN_NAMESPACE{"dcnconvert"};
 
-// --- Fields (schema.py: PLUGIN_FIELDS, then OPTIONAL_PLUGIN_FIELDS), in declaration order ---
+// --- Fields (schema.py: PLUGIN_FIELDS, OPTIONAL_PLUGIN_FIELDS, WEIGHT_FIELDS, QUANT_FIELDS), in order ---
 struct DcnFieldSpec
 {
     char const* name;
@@ -39,7 +40,7 @@ struct DcnFieldSpec
     int32_t maximum; //!< largest accepted value of every element
 };
 
-constexpr int32_t kDCN_NB_FIELDS{9};
+constexpr int32_t kDCN_NB_FIELDS{13};
 constexpr DcnFieldSpec kDCN_FIELDS[kDCN_NB_FIELDS] = {
     {"stride", nvinfer1::PluginFieldType::kINT32, 2, true, 1, INT32_MAX},
     {"padding", nvinfer1::PluginFieldType::kINT32, 2, true, 0, INT32_MAX},
@@ -54,10 +55,22 @@ constexpr DcnFieldSpec kDCN_FIELDS[kDCN_NB_FIELDS] = {
     {"weight", nvinfer1::PluginFieldType::kFLOAT32, -1, false, 0, 0},
     {"weight_shape", nvinfer1::PluginFieldType::kINT32, 4, false, 1, INT32_MAX},
     {"bias", nvinfer1::PluginFieldType::kFLOAT32, -1, false, 0, 0},
+    // A quantized node (dcnPluginQuant.h; embedded weights only): quant_type "int8" or "fp8e4m3" (a
+    // NUL-terminated string), x_scale (1 value), weight_scale (weight_shape[0] values) and, for a
+    // quantized output, output_scale (1 value); scales > 0 and finite. Its weight holds the quantized
+    // values: INT8 data for int8, exact E4M3 values as FLOAT16 (or FLOAT32, BF16) data for fp8e4m3.
+    {"quant_type", nvinfer1::PluginFieldType::kCHAR, -1, false, 0, 0},
+    {"x_scale", nvinfer1::PluginFieldType::kFLOAT32, 1, false, 0, 0},
+    {"weight_scale", nvinfer1::PluginFieldType::kFLOAT32, -1, false, 0, 0},
+    {"output_scale", nvinfer1::PluginFieldType::kFLOAT32, 1, false, 0, 0},
 };
 constexpr int32_t kFIELD_WEIGHT{6};
 constexpr int32_t kFIELD_WEIGHT_SHAPE{7};
 constexpr int32_t kFIELD_BIAS{8};
+constexpr int32_t kFIELD_QUANT_TYPE{9};
+constexpr int32_t kFIELD_X_SCALE{10};
+constexpr int32_t kFIELD_WEIGHT_SCALE{11};
+constexpr int32_t kFIELD_OUTPUT_SCALE{12};
 
 // --- Inputs (schema.py: INPUT_NAMES) ---
 constexpr int32_t kIN_X{0};
@@ -80,6 +93,7 @@ struct DcnAttributes
     int32_t deformableGroup{1};
     int32_t allowTf32{0}; //!< 0 or 1 (optional field allow_tf32)
     std::shared_ptr<EmbeddedWeights const> embedded; //!< the fields weight, weight_shape, bias; or null
+    QuantAttributes quant; //!< quant_type, x_scale, output_scale (weight_scale is in `embedded`)
 };
 
 //! DcnParams.math for the attributes: kDCN_MATH_TF32 when allow_tf32 is 1, else kDCN_MATH_ACCURATE.
@@ -89,6 +103,18 @@ int32_t mathOf(DcnAttributes const& a) noexcept;
 //! required fields must be present, an optional one may be absent; int32 and int64 are accepted;
 //! messages name the field and the value. Throws DcnError.
 DcnAttributes parseFields(nvinfer1::PluginFieldCollection const* fc);
+
+/*
+ * The quantization fields of a collection (dcnPluginQuant.cpp): `fields[k]` is the field of
+ * kDCN_FIELDS[k] or null when absent; `a.embedded` as parsed. Fills a.quant and, for a quantized
+ * node, the weights' codes and scales; checks that a float node has none of them and float weights.
+ * Throws DcnError naming the field and the value.
+ */
+void parseQuantFields(nvinfer1::PluginField const* const (&fields)[kDCN_NB_FIELDS], DcnAttributes& a);
+
+//! Sets DcnParams dtype, quant, outType, xScale and outScale for the attributes and the
+//! configuration's types (checked); throws DcnError naming a type the node does not take.
+void setTypeParams(DcnParams& p, DcnAttributes const& a, TensorTypes const& types);
 
 //! Text of a DataType for messages ("FLOAT", "HALF", "BF16", ... or "DataType(<n>)").
 char const* dataTypeName(nvinfer1::DataType type) noexcept;
@@ -143,9 +169,17 @@ public:
 private:
     //! "ModulatedDeformConv2d 'layer': method" for messages.
     std::string where(char const* method) const;
-    //! DcnParams from concrete dims and type (validated by the core); throws DcnError.
+    //! DcnParams from concrete dims and the types of x, offset and the output (validated by the
+    //! core); throws DcnError.
     DcnParams makeParams(nvinfer1::Dims const* inDims, int32_t nbInputs, nvinfer1::Dims const& outDims,
-        nvinfer1::DataType type) const;
+        TensorTypes const& types) const;
+    //! Throws DcnError unless the inputs' and output's types and formats are what the node takes
+    //! (supportsFormatCombination); `method` names the caller in messages.
+    void checkTypesAndFormats(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
+        nvinfer1::PluginTensorDesc const& out) const;
+    //! Warns once when TensorRT describes x or the output with a valid INT8 scale that differs
+    //! from the node's x_scale or output_scale (which the plugin uses).
+    void warnOnDescScales(nvinfer1::PluginTensorDesc const& x, nvinfer1::PluginTensorDesc const& out) noexcept;
     void setErrorRecorder(nvinfer1::IErrorRecorder* recorder) noexcept;
     void buildSerializationFields();
     //! The inputs' dims as the core sees them: x, offset, mask, weight[, bias], the last two from the
@@ -161,6 +195,7 @@ private:
     nvinfer1::IErrorRecorder* mRecorder{nullptr};
     int32_t mNbInputs{0}; //!< 3, 4 or 5 once configurePlugin/onShapeChange ran (enqueue has no count)
     int32_t mXLayout{kDCN_LAYOUT_NCHW}; //!< DcnLayout of x (its TensorFormat), from onShapeChange
+    bool mScaleWarned{false};           //!< warnOnDescScales has warned (once per plugin object)
     std::shared_ptr<DeviceWeights> mDeviceWeights; //!< embedded weights on the device; shared by clones
     std::vector<nvinfer1::PluginField> mSerialFields;
     nvinfer1::PluginFieldCollection mSerialCollection{};

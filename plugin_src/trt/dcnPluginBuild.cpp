@@ -31,9 +31,15 @@ namespace trt
 
 bool DcnPlugin::channelLastOk(PluginTensorDesc const& x) const noexcept
 {
-    bool const format = (x.type == DataType::kHALF && (x.format == TensorFormat::kHWC8 || x.format == TensorFormat::kHWC16))
-        || (x.type == DataType::kBF16 && x.format == TensorFormat::kHWC8)
-        || (x.type == DataType::kFLOAT && x.format == TensorFormat::kHWC);
+    // NvInferRuntime.h documents kHWC16 for "FP16, INT8 or FP8" in TensorRT 10.16 and 11.1 (for FP16
+    // only in 10.3): a quantized node's x takes it, 16 one-byte channels per vector.
+    bool const quantized = mAttrs.quant.quant != kDCN_QUANT_NONE;
+    DataType const q = mAttrs.quant.quant == kDCN_QUANT_FP8 ? DataType::kFP8 : DataType::kINT8;
+    bool const format = quantized
+        ? x.type == q && x.format == TensorFormat::kHWC16
+        : (x.type == DataType::kHALF && (x.format == TensorFormat::kHWC8 || x.format == TensorFormat::kHWC16))
+            || (x.type == DataType::kBF16 && x.format == TensorFormat::kHWC8)
+            || (x.type == DataType::kFLOAT && x.format == TensorFormat::kHWC);
     if (!format || x.dims.nbDims != 4)
     {
         return false;
@@ -56,6 +62,26 @@ int32_t DcnPlugin::getOutputDataTypes(
         DCN_VALIDATE(nbOutputs == 1, "expected 1 output, got " << nbOutputs);
         checkInputCount(nbInputs);
         DCN_VALIDATE(outputTypes != nullptr && inputTypes != nullptr, "null type array");
+        if (mAttrs.quant.quant != kDCN_QUANT_NONE)
+        {
+            DataType const q = quantDataType(mAttrs.quant.quant);
+            DCN_VALIDATE(inputTypes[kIN_X] == q,
+                "input 'x' has type " << dataTypeName(inputTypes[kIN_X]) << "; a quant_type '"
+                                      << quantTypeName(mAttrs.quant.quant) << "' node takes " << dataTypeName(q)
+                                      << " (keep the QuantizeLinear in front of it)");
+            DCN_VALIDATE(toDcnDataType(inputTypes[kIN_OFFSET]) >= 0,
+                "input 'offset' has type " << dataTypeName(inputTypes[kIN_OFFSET])
+                                           << "; supported: FLOAT, HALF and BF16 (offset and mask the same)");
+            if (inputTypes[kIN_MASK] != inputTypes[kIN_OFFSET])
+            {
+                logMessage(nvinfer1::ILogger::Severity::kWARNING,
+                    where("getOutputDataTypes") + ": input 'mask' has type " + dataTypeName(inputTypes[kIN_MASK])
+                        + " but offset has " + dataTypeName(inputTypes[kIN_OFFSET])
+                        + "; the plugin takes both in one type, so TensorRT must cast");
+            }
+            outputTypes[0] = mAttrs.quant.hasOutputScale ? q : inputTypes[kIN_OFFSET];
+            return 0;
+        }
         DCN_VALIDATE(toDcnDataType(inputTypes[kIN_X]) >= 0,
             "input 'x' has type " << dataTypeName(inputTypes[kIN_X])
                                   << "; supported types are FLOAT, HALF and BF16 (all inputs the same)");
@@ -152,7 +178,18 @@ bool DcnPlugin::supportsFormatCombination(
         DCN_VALIDATE(pos >= 0 && pos < nbInputs + nbOutputs,
             "position " << pos << " out of range [0, " << nbInputs + nbOutputs << ")");
         PluginTensorDesc const& desc = inOut[pos].desc;
-        if (toDcnDataType(desc.type) < 0 || (pos > 0 && desc.type != inOut[0].desc.type))
+        if (mAttrs.quant.quant != kDCN_QUANT_NONE)
+        {
+            // x quantized; offset float; mask as offset; the output as offset, or quantized with output_scale.
+            DataType const q = quantDataType(mAttrs.quant.quant);
+            DataType const floating = pos > kIN_OFFSET ? inOut[kIN_OFFSET].desc.type : desc.type;
+            DataType const want = pos == kIN_X ? q : pos == nbInputs && mAttrs.quant.hasOutputScale ? q : floating;
+            if (desc.type != want || (pos != kIN_X && toDcnDataType(floating) < 0))
+            {
+                return false;
+            }
+        }
+        else if (toDcnDataType(desc.type) < 0 || (pos > 0 && desc.type != inOut[0].desc.type))
         {
             return false;
         }
@@ -161,8 +198,9 @@ bool DcnPlugin::supportsFormatCombination(
             return true;
         }
         // x may come channel-last (no transpose before the plugin where its producer writes that
-        // format): FP16 as kHWC8 or kHWC16, BF16 as kHWC8, FP32 as kHWC, when the channels are
-        // known and the channel-vectorised kernel takes them (then kHWC8/kHWC16 hold no padding).
+        // format): FP16 as kHWC8 or kHWC16, BF16 as kHWC8, FP32 as kHWC, INT8/FP8 as kHWC16, when the
+        // channels are known and the channel-vectorised kernel takes them (then kHWC8/kHWC16 hold
+        // no padding).
         return pos == kIN_X && channelLastOk(desc);
     }
     catch (std::exception const& e)
@@ -186,6 +224,7 @@ int32_t DcnPlugin::configurePlugin(
         Dims dims[kMAX_INPUTS];
         int32_t const logical = logicalDims(given, nbInputs, dims);
         checkShapes(viewOf(dims, logical), mAttrs, false);
+        warnOnDescScales(in[kIN_X].desc, out[0].desc);
         mNbInputs = nbInputs;
         return 0;
     }
@@ -242,8 +281,8 @@ size_t DcnPlugin::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32_
         p.withBias = logical == kMAX_INPUTS ? 1 : 0;
         p.xLayout = inputs[kIN_X].desc.format == TensorFormat::kLINEAR ? kDCN_LAYOUT_NCHW : kDCN_LAYOUT_NHWC;
         p.weightLayout = mAttrs.embedded ? kDCN_WEIGHT_PREPARED : kDCN_WEIGHT_OIHW;
-        int32_t const dtype = toDcnDataType(inputs[kIN_X].desc.type);
-        p.dtype = dtype >= 0 ? dtype : kDCN_FLOAT32;
+        DataType const floating = inputs[nbInputs > kIN_OFFSET ? kIN_OFFSET : kIN_X].desc.type;
+        setTypeParams(p, mAttrs, TensorTypes{inputs[kIN_X].desc.type, floating, outputs[0].desc.type});
         p.algo = kDCN_ALGO_AUTO;
         p.math = mathOf(mAttrs);
         size_t const bytes = dcnWorkspaceSize(&p);

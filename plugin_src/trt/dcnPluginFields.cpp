@@ -9,7 +9,9 @@
  * The optional allow_tf32 (0 or 1, default 0) may be absent: nodes rewritten without it, and engines
  * serialized before it existed, mean FP32-accurate math. It is always serialized. The optional
  * tensor fields weight, weight_shape and bias (constant weights carried by the node) come together
- * (bias optional) and are serialized as they came.
+ * (bias optional) and are serialized as they came. The quantization fields (quant_type, x_scale,
+ * weight_scale, output_scale) are read by parseQuantFields (dcnPluginQuant.cpp) and serialized as the
+ * ONNX parser passes them.
  */
 #include "dcnPlugin.h"
 
@@ -105,20 +107,21 @@ void readInts(PluginField const& field, DcnFieldSpec const& spec, int64_t* value
     }
 }
 
-//! Reads a float tensor field (kFLOAT32, kFLOAT16 or kBF16, at least one value) as given.
-FieldTensor readTensor(PluginField const& field, DcnFieldSpec const& spec)
+//! Reads a float tensor field (kFLOAT32, kFLOAT16 or kBF16, at least one value; the weight of a
+//! quantized node may be kINT8) as given.
+FieldTensor readTensor(PluginField const& field, DcnFieldSpec const& spec, bool int8)
 {
-    int32_t const dtype = dcnTypeOfField(field.type);
+    int32_t const dtype = int8 && field.type == PluginFieldType::kINT8 ? kDCN_INT8 : dcnTypeOfField(field.type);
     DCN_VALIDATE(dtype >= 0,
         "field '" << spec.name << "' has type " << fieldTypeName(field.type) << " (PluginFieldType "
                   << static_cast<int32_t>(field.type) << "); expected FLOAT32, FLOAT16 or BF16 (from the ONNX node's "
-                  << "TENSOR attribute '" << spec.name << "')");
+                  << "TENSOR attribute '" << spec.name << "')" << (int8 ? ", or INT8 with quant_type 'int8'" : ""));
     DCN_VALIDATE(field.length >= 1, "field '" << spec.name << "' has length " << field.length << "; expected >= 1");
     DCN_VALIDATE(field.data != nullptr, "field '" << spec.name << "' has length " << field.length << " but no data");
     FieldTensor t;
     t.type = field.type;
     t.count = field.length;
-    size_t const bytes = static_cast<size_t>(field.length) * (dtype == kDCN_FLOAT32 ? 4 : 2);
+    size_t const bytes = static_cast<size_t>(field.length) * (dtype == kDCN_FLOAT32 ? 4 : dtype == kDCN_INT8 ? 1 : 2);
     auto const* data = static_cast<uint8_t const*>(field.data);
     t.bytes.assign(data, data + bytes);
     return t;
@@ -127,6 +130,12 @@ FieldTensor readTensor(PluginField const& field, DcnFieldSpec const& spec)
 bool isTensorField(DcnFieldSpec const& spec) noexcept
 {
     return spec.length < 0;
+}
+
+//! The quantization fields (quant_type, x_scale, weight_scale, output_scale): parseQuantFields reads them.
+bool isQuantField(int32_t index) noexcept
+{
+    return index >= kFIELD_QUANT_TYPE;
 }
 
 } // namespace
@@ -142,6 +151,7 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     int64_t values[kDCN_NB_FIELDS][4] = {};
     bool seen[kDCN_NB_FIELDS] = {};
     FieldTensor tensors[kDCN_NB_FIELDS];
+    PluginField const* quantFields[kDCN_NB_FIELDS] = {};
     for (int32_t i = 0; i < fc->nbFields; ++i)
     {
         PluginField const& field = fc->fields[i];
@@ -161,9 +171,13 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
             continue;
         }
         DCN_VALIDATE(!seen[index], "field '" << field.name << "' is given more than once");
-        if (isTensorField(kDCN_FIELDS[index]))
+        if (isQuantField(index))
         {
-            tensors[index] = readTensor(field, kDCN_FIELDS[index]);
+            quantFields[index] = &field;
+        }
+        else if (isTensorField(kDCN_FIELDS[index]))
+        {
+            tensors[index] = readTensor(field, kDCN_FIELDS[index], index == kFIELD_WEIGHT);
         }
         else
         {
@@ -184,7 +198,7 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
     for (int32_t k = 0; k < kDCN_NB_FIELDS; ++k)
     {
         DcnFieldSpec const& spec = kDCN_FIELDS[k];
-        for (int32_t i = 0; seen[k] && !isTensorField(spec) && i < spec.length; ++i)
+        for (int32_t i = 0; seen[k] && !isTensorField(spec) && !isQuantField(k) && i < spec.length; ++i)
         {
             DCN_VALIDATE(values[k][i] >= spec.minimum && values[k][i] <= spec.maximum,
                 "field '" << spec.name << "' must be " << rangeText(spec) << ", got "
@@ -234,6 +248,7 @@ DcnAttributes parseFields(PluginFieldCollection const* fc)
         }
         a.embedded = std::move(e);
     }
+    parseQuantFields(quantFields, a);
     return a;
 }
 
@@ -248,11 +263,17 @@ void DcnPlugin::buildSerializationFields()
 {
     // Exactly the types createPlugin(kBUILD) receives from the ONNX parser: int32, and the embedded
     // tensors in the type they came in. Every integer field, the optional allow_tf32 included (so a
-    // restored plugin never depends on a default); the tensor fields when the node carries them.
+    // restored plugin never depends on a default); the tensor fields when the node carries them; the
+    // quantization fields of a quantized node (quant_type as a NUL-terminated string, the scales FP32).
     EmbeddedWeights const* const e = mAttrs.embedded.get();
+    QuantAttributes const& q = mAttrs.quant;
+    bool const quantized = q.quant != kDCN_QUANT_NONE;
+    char const* const quantType = quantTypeName(q.quant);
     void const* const data[kDCN_NB_FIELDS] = {mAttrs.stride, mAttrs.padding, mAttrs.dilation, &mAttrs.group,
         &mAttrs.deformableGroup, &mAttrs.allowTf32, e != nullptr ? e->weight.bytes.data() : nullptr,
-        e != nullptr ? e->shape : nullptr, e != nullptr && e->hasBias ? e->bias.bytes.data() : nullptr};
+        e != nullptr ? e->shape : nullptr, e != nullptr && e->hasBias ? e->bias.bytes.data() : nullptr,
+        quantized ? quantType : nullptr, quantized ? &q.xScale : nullptr,
+        quantized ? e->weightScale.data() : nullptr, quantized && q.hasOutputScale ? &q.outputScale : nullptr};
     mSerialFields.clear();
     for (int32_t i = 0; i < kDCN_NB_FIELDS; ++i)
     {
@@ -265,6 +286,8 @@ void DcnPlugin::buildSerializationFields()
                                                                    : kDCN_FIELDS[i].type;
         int32_t const length = i == kFIELD_WEIGHT ? static_cast<int32_t>(e->weight.count)
             : i == kFIELD_BIAS                     ? static_cast<int32_t>(e->bias.count)
+            : i == kFIELD_QUANT_TYPE               ? static_cast<int32_t>(std::strlen(quantType) + 1)
+            : i == kFIELD_WEIGHT_SCALE             ? static_cast<int32_t>(e->weightScale.size())
                                                    : kDCN_FIELDS[i].length;
         mSerialFields.emplace_back(kDCN_FIELDS[i].name, data[i], type, length);
     }

@@ -25,7 +25,7 @@ namespace dcnconvert
 namespace trt
 {
 
-DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const& outDims, DataType type) const
+DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const& outDims, TensorTypes const& types) const
 {
     std::pair<int64_t, int64_t> const hw = checkShapes(viewOf(inDims, nbInputs), mAttrs, true);
     DCN_VALIDATE(outDims.nbDims == 4, "the output must have rank 4, got rank " << outDims.nbDims);
@@ -35,8 +35,6 @@ DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const
         DCN_VALIDATE(outDims.d[k] == expected[k],
             "output dimension " << k << " is " << outDims.d[k] << ", expected " << expected[k]);
     }
-    int32_t const dtype = toDcnDataType(type);
-    DCN_VALIDATE(dtype >= 0, "type " << dataTypeName(type) << " is not supported (FLOAT, HALF, BF16)");
     DcnParams p{};
     p.n = inDims[kIN_X].d[0];
     p.c = inDims[kIN_X].d[1];
@@ -58,7 +56,7 @@ DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const
     p.group = mAttrs.group;
     p.deformableGroup = mAttrs.deformableGroup;
     p.withBias = nbInputs == kMAX_INPUTS ? 1 : 0;
-    p.dtype = dtype;
+    setTypeParams(p, mAttrs, types);
     p.algo = kDCN_ALGO_AUTO;
     p.math = mathOf(mAttrs);
     p.xLayout = mXLayout;
@@ -67,6 +65,29 @@ DcnParams DcnPlugin::makeParams(Dims const* inDims, int32_t nbInputs, Dims const
     DcnStatus const status = dcnValidate(&p, message, sizeof(message));
     DCN_VALIDATE(status == kDCN_SUCCESS, "the core rejected the problem (status " << status << "): " << message);
     return p;
+}
+
+void DcnPlugin::checkTypesAndFormats(PluginTensorDesc const* in, int32_t nbInputs, PluginTensorDesc const& out) const
+{
+    // What supportsFormatCombination accepts: a float node takes one type everywhere; a quantized
+    // node its quantized x and one float type for offset and mask (setTypeParams checks x and the
+    // output against the fields).
+    bool const quantized = mAttrs.quant.quant != kDCN_QUANT_NONE;
+    int32_t const lead = quantized && nbInputs > kIN_OFFSET ? kIN_OFFSET : kIN_X;
+    for (int32_t i = 0; i < nbInputs; ++i)
+    {
+        DCN_VALIDATE((quantized && i == kIN_X) || in[i].type == in[lead].type,
+            "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(in[i].type) << " but "
+                      << kINPUT_NAMES[lead] << " has " << dataTypeName(in[lead].type)
+                      << (quantized ? "; offset and mask must have the same type" : "; all inputs must have the same type"));
+        DCN_VALIDATE(in[i].format == TensorFormat::kLINEAR || (i == kIN_X && channelLastOk(in[i])),
+            "input '" << kINPUT_NAMES[i] << "' has format " << static_cast<int32_t>(in[i].format)
+                      << "; supported: kLINEAR, and for x the channel-last formats of supportsFormatCombination");
+    }
+    DCN_VALIDATE(quantized || out.type == in[kIN_X].type,
+        "the output has type " << dataTypeName(out.type) << " but x has " << dataTypeName(in[kIN_X].type));
+    DCN_VALIDATE(out.format == TensorFormat::kLINEAR,
+        "the output has format " << static_cast<int32_t>(out.format) << "; only kLINEAR is supported");
 }
 
 int32_t DcnPlugin::onShapeChange(
@@ -79,21 +100,13 @@ int32_t DcnPlugin::onShapeChange(
         for (int32_t i = 0; i < nbInputs; ++i)
         {
             given[i] = in[i].dims;
-            DCN_VALIDATE(in[i].type == in[kIN_X].type,
-                "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(in[i].type) << " but x has "
-                          << dataTypeName(in[kIN_X].type) << "; all inputs must have the same type");
-            DCN_VALIDATE(in[i].format == TensorFormat::kLINEAR || (i == kIN_X && channelLastOk(in[i])),
-                "input '" << kINPUT_NAMES[i] << "' has format " << static_cast<int32_t>(in[i].format)
-                          << "; supported: kLINEAR, and for x the channel-last formats of supportsFormatCombination");
         }
-        DCN_VALIDATE(out[0].type == in[kIN_X].type,
-            "the output has type " << dataTypeName(out[0].type) << " but x has " << dataTypeName(in[kIN_X].type));
-        DCN_VALIDATE(out[0].format == TensorFormat::kLINEAR,
-            "the output has format " << static_cast<int32_t>(out[0].format) << "; only kLINEAR is supported");
+        checkTypesAndFormats(in, nbInputs, out[0]);
+        warnOnDescScales(in[kIN_X], out[0]);
         Dims dims[kMAX_INPUTS];
         int32_t const logical = logicalDims(given, nbInputs, dims);
         mXLayout = in[kIN_X].format == TensorFormat::kLINEAR ? kDCN_LAYOUT_NCHW : kDCN_LAYOUT_NHWC;
-        DcnParams const p = makeParams(dims, logical, out[0].dims, in[kIN_X].type);
+        DcnParams const p = makeParams(dims, logical, out[0].dims, typesOf(in, nbInputs, out[0]));
         mNbInputs = nbInputs;
         if (mDeviceWeights)
         {
@@ -125,19 +138,14 @@ int32_t DcnPlugin::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc c
         for (int32_t i = 0; i < mNbInputs; ++i)
         {
             given[i] = inputDesc[i].dims;
-            DCN_VALIDATE(inputDesc[i].type == inputDesc[kIN_X].type,
-                "input '" << kINPUT_NAMES[i] << "' has type " << dataTypeName(inputDesc[i].type) << " but x has "
-                          << dataTypeName(inputDesc[kIN_X].type));
         }
-        DCN_VALIDATE(outputDesc[0].type == inputDesc[kIN_X].type,
-            "the output has type " << dataTypeName(outputDesc[0].type) << " but x has "
-                                   << dataTypeName(inputDesc[kIN_X].type));
+        checkTypesAndFormats(inputDesc, mNbInputs, outputDesc[0]);
         DCN_VALIDATE(
             (inputDesc[kIN_X].format == TensorFormat::kLINEAR) == (mXLayout == kDCN_LAYOUT_NCHW),
             "x has format " << static_cast<int32_t>(inputDesc[kIN_X].format) << " but onShapeChange saw another");
         Dims dims[kMAX_INPUTS];
         int32_t const logical = logicalDims(given, mNbInputs, dims);
-        DcnParams const p = makeParams(dims, logical, outputDesc[0].dims, inputDesc[kIN_X].type);
+        DcnParams const p = makeParams(dims, logical, outputDesc[0].dims, typesOf(inputDesc, mNbInputs, outputDesc[0]));
         size_t const workspaceSize = dcnWorkspaceSize(&p);
         DCN_VALIDATE(workspaceSize == 0 || workspace != nullptr,
             "the core needs " << workspaceSize << " bytes of workspace but TensorRT passed none");

@@ -192,6 +192,11 @@ void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nb
             << nbInputs);
 }
 
+TensorTypes typesOf(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out) noexcept
+{
+    return TensorTypes{in[kIN_X].type, in[nbInputs > kIN_OFFSET ? kIN_OFFSET : kIN_X].type, out.type};
+}
+
 ShapeView viewOf(Dims const* dims, int32_t nbInputs)
 {
     ShapeView s;
@@ -244,7 +249,7 @@ IDimensionExpr const* outputSizeExpr(IExprBuilder& b, IDimensionExpr const& in, 
 
 std::string paramsText(DcnParams const& p)
 {
-    static char const* const kDTYPES[] = {"FLOAT32", "FLOAT16", "BFLOAT16"};
+    static char const* const kDTYPES[] = {"FLOAT32", "FLOAT16", "BFLOAT16", "INT8", "FP8E4M3"};
     std::ostringstream os;
     os << "DcnParams x [" << p.n << ", " << p.c << ", " << p.h << ", " << p.w << "] out [" << p.n << ", " << p.cout
        << ", " << p.ho << ", " << p.wo << "] kernel " << p.kh << "x" << p.kw << " stride " << p.strideH << "x"
@@ -252,6 +257,15 @@ std::string paramsText(DcnParams const& p)
        << " group " << p.group << " deformable_group " << p.deformableGroup << " bias " << p.withBias << " dtype "
        << (p.dtype >= 0 && p.dtype < 3 ? kDTYPES[p.dtype] : "?") << " algo " << p.algo << " math "
        << (p.math == kDCN_MATH_TF32 ? "TF32" : p.math == kDCN_MATH_ACCURATE ? "ACCURATE" : "?");
+    if (p.quant != kDCN_QUANT_NONE)
+    {
+        os << " quant " << quantTypeName(p.quant) << " x_scale " << p.xScale << " out "
+           << (p.outType >= 0 && p.outType < 5 ? kDTYPES[p.outType] : "?");
+        if (p.outType == kDCN_INT8 || p.outType == kDCN_FP8E4M3)
+        {
+            os << " output_scale " << p.outScale;
+        }
+    }
     return os.str();
 }
 

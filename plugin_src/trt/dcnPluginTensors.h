@@ -47,6 +47,9 @@ std::pair<int64_t, int64_t> checkShapes(ShapeView const& s, DcnAttributes const&
 //! (DcnPlugin::checkInputCount says which the node takes).
 void checkIoCounts(void const* in, int32_t nbInputs, void const* out, int32_t nbOutputs);
 
+//! The types of x, offset (x when there is no offset) and the output of a configuration.
+TensorTypes typesOf(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const& out) noexcept;
+
 //! ShapeView of concrete (or -1) dims of `nbInputs` inputs.
 ShapeView viewOf(nvinfer1::Dims const* dims, int32_t nbInputs);
 

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <string>
 
 namespace dcnconvert
@@ -50,6 +51,21 @@ void freeQuietly(void* ptr) noexcept
 }
 
 } // namespace
+
+std::vector<uint8_t> packQuantWeights(DcnParams const& p, EmbeddedWeights const& host)
+{
+    size_t const offset = dcnQuantScalesOffset(&p);
+    size_t const total = dcnQuantWeightBytes(&p);
+    size_t const scaleBytes = host.weightScale.size() * sizeof(float);
+    DCN_VALIDATE(p.quant != kDCN_QUANT_NONE && offset >= host.codes.size() && total >= offset + scaleBytes
+            && static_cast<int64_t>(host.weightScale.size()) == p.cout,
+        "the core's quantized weight layout (scales at byte " << offset << ", " << total << " bytes) does not hold "
+            << host.codes.size() << " weights and " << host.weightScale.size() << " scales");
+    std::vector<uint8_t> packed(total, 0);
+    std::memcpy(packed.data(), host.codes.data(), host.codes.size());
+    std::memcpy(packed.data() + offset, host.weightScale.data(), scaleBytes);
+    return packed;
+}
 
 int32_t dcnTypeOfField(nvinfer1::PluginFieldType type) noexcept
 {
@@ -93,7 +109,7 @@ DeviceWeights::View DeviceWeights::get(DcnParams const& p)
     std::lock_guard<std::mutex> lock(mMutex);
     for (Entry const& e : mEntries)
     {
-        if (e.device == device && e.dtype == p.dtype && e.math == p.math)
+        if (e.device == device && e.dtype == p.dtype && e.math == p.math && e.quant == p.quant)
         {
             return View{e.prepared, e.bias};
         }
@@ -105,7 +121,7 @@ DeviceWeights::View DeviceWeights::get(DcnParams const& p)
 
 DeviceWeights::Entry DeviceWeights::make(DcnParams const& p, int32_t device) const
 {
-    Entry e{device, p.dtype, p.math, nullptr, nullptr};
+    Entry e{device, p.dtype, p.math, p.quant, nullptr, nullptr};
     EmbeddedWeights const& host = *mHost;
     size_t const elem = p.dtype == kDCN_FLOAT32 ? 4 : 2;
     Scratch s;
@@ -117,15 +133,28 @@ DeviceWeights::Entry DeviceWeights::make(DcnParams const& p, int32_t device) con
         q.weightLayout = kDCN_WEIGHT_OIHW;
         size_t const preparedSize = dcnPreparedWeightsSize(&q);
         DCN_VALIDATE(preparedSize > 0, "the core has no prepared-weight layout for these parameters");
-        // The field's elements, converted to the run's type, then prepared (OIHW first, then the
-        // kernels' K orders).
-        DCN_CHECK_CUDA(cudaMalloc(&s.src, host.weight.bytes.size()));
-        DCN_CHECK_CUDA(cudaMemcpyAsync(
-            s.src, host.weight.bytes.data(), host.weight.bytes.size(), cudaMemcpyHostToDevice, s.stream));
-        DCN_CHECK_CUDA(cudaMalloc(&s.oihw, host.weight.count * elem));
-        DcnStatus st = dcnConvertElements(
-            s.src, dcnTypeOfField(host.weight.type), s.oihw, p.dtype, host.weight.count, s.stream, msg, sizeof(msg));
-        DCN_VALIDATE_CODE(st == kDCN_SUCCESS, nvinfer1::ErrorCode::kFAILED_EXECUTION, "weight conversion: " << msg);
+        DcnStatus st = kDCN_SUCCESS;
+        if (p.quant != kDCN_QUANT_NONE)
+        {
+            // The core's quantized OIHW buffer: the one-byte codes, then the FP32 weight scales at
+            // dcnQuantScalesOffset; then prepared like the float weights.
+            std::vector<uint8_t> const packed = packQuantWeights(q, host);
+            DCN_CHECK_CUDA(cudaMalloc(&s.oihw, packed.size()));
+            DCN_CHECK_CUDA(cudaMemcpyAsync(s.oihw, packed.data(), packed.size(), cudaMemcpyHostToDevice, s.stream));
+            DCN_CHECK_CUDA(cudaStreamSynchronize(s.stream)); // `packed` is freed on return
+        }
+        else
+        {
+            // The field's elements, converted to the run's type, then prepared (OIHW first, then the
+            // kernels' K orders).
+            DCN_CHECK_CUDA(cudaMalloc(&s.src, host.weight.bytes.size()));
+            DCN_CHECK_CUDA(cudaMemcpyAsync(
+                s.src, host.weight.bytes.data(), host.weight.bytes.size(), cudaMemcpyHostToDevice, s.stream));
+            DCN_CHECK_CUDA(cudaMalloc(&s.oihw, host.weight.count * elem));
+            st = dcnConvertElements(s.src, dcnTypeOfField(host.weight.type), s.oihw, p.dtype, host.weight.count,
+                s.stream, msg, sizeof(msg));
+            DCN_VALIDATE_CODE(st == kDCN_SUCCESS, nvinfer1::ErrorCode::kFAILED_EXECUTION, "weight conversion: " << msg);
+        }
         DCN_CHECK_CUDA(cudaMalloc(&e.prepared, preparedSize));
         st = dcnPrepareWeights(&q, s.oihw, e.prepared, preparedSize, s.stream, msg, sizeof(msg));
         DCN_VALIDATE_CODE(st == kDCN_SUCCESS, nvinfer1::ErrorCode::kFAILED_EXECUTION, "weight preparation: " << msg);

@@ -20,7 +20,8 @@ namespace dcnconvert
 namespace trt
 {
 
-//! One float tensor of a field: its elements as given (type kFLOAT32, kFLOAT16 or kBF16).
+//! One tensor of a field: its elements as given (type kFLOAT32, kFLOAT16 or kBF16; kINT8 for the
+//! weights of an int8 node).
 struct FieldTensor
 {
     nvinfer1::PluginFieldType type{nvinfer1::PluginFieldType::kFLOAT32};
@@ -29,21 +30,30 @@ struct FieldTensor
 };
 
 //! The weights of a node that carries them: OIHW weights [shape[0], shape[1], shape[2], shape[3]]
-//! and, with hasBias, a bias of shape[0] elements.
+//! and, with hasBias, a bias of shape[0] elements. For a quantized node (dcnPluginQuant.h) `weight`
+//! is the field as given (serialized as such), `codes` its one-byte quantized values and
+//! `weightScale` the shape[0] scales of the field weight_scale.
 struct EmbeddedWeights
 {
     int32_t shape[4]{0, 0, 0, 0};
     FieldTensor weight;
     bool hasBias{false};
     FieldTensor bias;
+    std::vector<uint8_t> codes;
+    std::vector<float> weightScale;
 };
+
+//! The buffer dcnPrepareWeights takes for a quantized p (DcnParams.quant): the codes of `host`, then
+//! its weight scales at dcnQuantScalesOffset(p); dcnQuantWeightBytes(p) bytes. Throws DcnError.
+std::vector<uint8_t> packQuantWeights(DcnParams const& p, EmbeddedWeights const& host);
 
 //! DcnDataType of a float field type, or -1.
 int32_t dcnTypeOfField(nvinfer1::PluginFieldType type) noexcept;
 
 /*
- * The device copies of one node's embedded weights: per (device, element type, math), the
- * prepared weights and the bias, made on first use with a private stream that is synchronised
+ * The device copies of one node's embedded weights: per (device, element type, math, quant), the
+ * prepared weights (of a quantized node: from the packed codes and scales, dcnQuantWeightBytes)
+ * and the bias, made on first use with a private stream that is synchronised
  * (onShapeChange, before any enqueue), freed with the last plugin that shares them.
  */
 class DeviceWeights
@@ -60,7 +70,7 @@ public:
         void const* bias{nullptr};   //!< nullptr without a bias
     };
 
-    //! The copies for p (its dtype, math and shapes) on the current device; throws DcnError.
+    //! The copies for p (its dtype, math, quant and shapes) on the current device; throws DcnError.
     View get(DcnParams const& p);
 
 private:
@@ -69,6 +79,7 @@ private:
         int32_t device;
         int32_t dtype;
         int32_t math;
+        int32_t quant;
         void* prepared;
         void* bias;
     };

@@ -58,9 +58,11 @@ TRT_MAJOR := $(if $(TRT_INCLUDE),$(shell sed -n 's/^\#define \(NV_TENSORRT_MAJOR
 
 # Every source is listed (no wildcards): tests/test_plugin_harness.py checks the lists against the folders.
 TRT_SRCS := trt/dcnPlugin.cpp trt/dcnPluginBuild.cpp trt/dcnPluginRuntime.cpp trt/dcnPluginFields.cpp \
-            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/registration.cpp \
+            trt/dcnPluginTensors.cpp trt/dcnPluginCreator.cpp trt/dcnPluginWeights.cpp trt/dcnPluginQuant.cpp \
+            trt/registration.cpp \
             trt/runtimeGuard.cpp trt/rtxParserLink.cpp
-TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/checkMacros.h trt/runtimeGuard.h \
+TRT_HDRS := trt/dcnPlugin.h trt/dcnPluginTensors.h trt/dcnPluginWeights.h trt/dcnPluginQuant.h trt/checkMacros.h \
+            trt/runtimeGuard.h \
             trt/rtxParserLink.h \
             $(CORE_DIR)/dcnParams.h $(CORE_DIR)/dcnForward.h
 TRT_OBJS := $(patsubst trt/%.cpp,$(PLUGIN_BUILD_DIR)/%.o,$(TRT_SRCS))
@@ -80,7 +82,7 @@ HARNESS_DIR := $(abspath $(CURDIR)/../tests/harness)
 HARNESS_SRCS := $(addprefix $(HARNESS_DIR)/,main.cpp testObjects.cpp testExprBuilder.cpp pluginLibrary.cpp \
                   testProblems.cpp fakeRegistry.cpp cpuChecks.cpp cpuCheckHelpers.cpp cpuPipelineChecks.cpp \
                   cpuShapeChecks.cpp cpuTypeFormatChecks.cpp cpuFieldChecks.cpp cpuEmbeddedChecks.cpp cpuRuntimeChecks.cpp \
-                  cpuTf32Checks.cpp \
+                  cpuTf32Checks.cpp cpuQuantChecks.cpp cpuQuantTypeChecks.cpp \
                   gpuCases.cpp gpuInputs.cpp gpuDevice.cpp gpuManifest.cpp)
 HARNESS_HDRS := $(addprefix $(HARNESS_DIR)/,harness.h cpuChecks.h gpuCases.h)
 HARNESS_BIN := $(PLUGIN_BUILD_DIR)/dcn_harness

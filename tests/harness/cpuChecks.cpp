@@ -84,6 +84,17 @@ int32_t runCpu(std::string const& libPath)
     run.badFields();
     run.allowTf32();
     run.runtimeErrors();
+    for (bool fp8 : {false, true})
+    {
+        for (bool outputScale : {false, true})
+        {
+            run.quantFields(fp8, outputScale);
+            run.quantTypes(fp8, outputScale);
+            run.quantFormats(fp8, outputScale, 64); // x may be kHWC16
+            run.quantFormats(fp8, outputScale, 32); // 16 channels per group: kLINEAR only
+        }
+    }
+    run.quantBadFields();
     return checks().failed == 0 ? 0 : 1;
 }
 

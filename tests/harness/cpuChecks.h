@@ -42,6 +42,43 @@ std::string attrsText(Attrs const& a);
 
 bool sameAttrs(Attrs const& a, Attrs const& b);
 
+//! A quantized node's fields as the ONNX parser passes them (cpuQuantChecks.cpp): x 2 x 64 x 9 x 7,
+//! 6 output channels, 3x3, 2 groups, 2 deformable groups; quant_type "int8" (INT8 weights) or
+//! "fp8e4m3" (E4M3 values as FLOAT16), x_scale, weight_scale, a FLOAT32 bias and, optionally,
+//! output_scale. Not copyable: the fields point into it.
+struct QuantNode
+{
+    QuantNode(bool fp8Node, bool withOutputScale);
+    QuantNode(QuantNode const&) = delete;
+    QuantNode& operator=(QuantNode const&) = delete;
+
+    Problem problem;
+    bool fp8;
+    bool outputScale;
+    int32_t shape[4]{6, 32, 3, 3};
+    std::vector<int8_t> int8Weight;
+    std::vector<uint16_t> halfWeight; //!< FP16 bits of E4M3 values
+    std::vector<float> values;        //!< the node's weight values (INT8 or E4M3) as floats
+    std::vector<float> weightScale;
+    std::vector<float> bias;
+    float xScale{0.05F};
+    float outScale{0.25F};
+    FieldSet base;
+    std::vector<nvinfer1::PluginField> fields;
+
+    nvinfer1::DataType qtype() const
+    {
+        return fp8 ? nvinfer1::DataType::kFP8 : nvinfer1::DataType::kINT8;
+    }
+    //! `fields` with the field `name` replaced by `replacement`, or dropped when it is null; appended
+    //! when `name` is not among them.
+    std::vector<nvinfer1::PluginField> with(char const* name, nvinfer1::PluginField const* replacement) const;
+};
+
+//! The value of an FP8 E4M3FN code, and the FP16 bits of a float that FP16 holds exactly (normal or 0).
+double e4m3Value(uint8_t code);
+uint16_t halfBitsOf(float value);
+
 //! The `cpu` mode's check families, one file each:
 //!   identity, pipeline                 cpuPipelineChecks.cpp
 //!   symbolicShapes, shapeErrors        cpuShapeChecks.cpp
@@ -50,6 +87,8 @@ bool sameAttrs(Attrs const& a, Attrs const& b);
 //!   embeddedWeights                    cpuEmbeddedChecks.cpp
 //!   allowTf32                          cpuTf32Checks.cpp
 //!   runtimeErrors                      cpuRuntimeChecks.cpp
+//!   quantFields                        cpuQuantChecks.cpp
+//!   quantTypes, quantFormats           cpuQuantTypeChecks.cpp
 class CpuRun
 {
 public:
@@ -70,6 +109,10 @@ public:
     void embeddedWeights();
     void allowTf32();
     void runtimeErrors();
+    void quantFields(bool fp8, bool outputScale);
+    void quantBadFields();
+    void quantTypes(bool fp8, bool outputScale);
+    void quantFormats(bool fp8, bool outputScale, int64_t channels);
 
 private:
     PluginPtr create(Attrs const& a, nvinfer1::TensorRTPhase phase = nvinfer1::TensorRTPhase::kBUILD)

@@ -30,22 +30,24 @@ void CpuRun::identity()
     HCHECK(std::strcmp(mCreator->getPluginVersion(), "1") == 0, "creator version");
     HCHECK(std::strcmp(mCreator->getPluginNamespace(), "dcnconvert") == 0, "creator namespace");
     PluginFieldCollection const* fc = mCreator->getFieldNames();
-    char const* const names[] = {
-        "stride", "padding", "dilation", "group", "deformable_group", "allow_tf32", "weight", "weight_shape", "bias"};
-    int32_t const lengths[] = {2, 2, 2, 1, 1, 1, 0, 4, 0};
+    char const* const names[] = {"stride", "padding", "dilation", "group", "deformable_group", "allow_tf32", "weight",
+        "weight_shape", "bias", "quant_type", "x_scale", "weight_scale", "output_scale"};
+    int32_t const lengths[] = {2, 2, 2, 1, 1, 1, 0, 4, 0, 0, 1, 0, 1};
     PluginFieldType const types[] = {PluginFieldType::kINT32, PluginFieldType::kINT32, PluginFieldType::kINT32,
         PluginFieldType::kINT32, PluginFieldType::kINT32, PluginFieldType::kINT32, PluginFieldType::kFLOAT32,
-        PluginFieldType::kINT32, PluginFieldType::kFLOAT32};
-    bool ok = fc != nullptr && fc->nbFields == 9 && fc->fields != nullptr;
-    for (int32_t i = 0; ok && i < 9; ++i)
+        PluginFieldType::kINT32, PluginFieldType::kFLOAT32, PluginFieldType::kCHAR, PluginFieldType::kFLOAT32,
+        PluginFieldType::kFLOAT32, PluginFieldType::kFLOAT32};
+    bool ok = fc != nullptr && fc->nbFields == 13 && fc->fields != nullptr;
+    for (int32_t i = 0; ok && i < 13; ++i)
     {
         ok = std::strcmp(fc->fields[i].name, names[i]) == 0 && fc->fields[i].type == types[i]
             && fc->fields[i].length == lengths[i];
     }
     HCHECK(ok,
         "getFieldNames: stride/padding/dilation INT32x2, group/deformable_group INT32x1, then the optional "
-        "allow_tf32 INT32x1, weight FLOAT32 (any length), weight_shape INT32x4 and bias FLOAT32 (so that the ONNX "
-        "parser passes them on)");
+        "allow_tf32 INT32x1, weight FLOAT32 (any length), weight_shape INT32x4, bias FLOAT32, quant_type CHAR, "
+        "x_scale FLOAT32x1, weight_scale FLOAT32 (any length), output_scale FLOAT32x1 (so that the ONNX parser "
+        "passes them on)");
 }
 
 void CpuRun::pipeline(Problem const& p)

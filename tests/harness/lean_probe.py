@@ -10,8 +10,9 @@ never as the test process dying. Usage::
     python lean_probe.py SPEC.json
 
 SPEC: ``{"module" (default "tensorrt_lean_bindings"), "library", "route": "load_library" | "ctypes",
-"name", "version", "namespace", "cases": [{"id", "fields": [[name, "int32" | "int64" | "float32",
-[values...]], ...]}]}``. For each case a plugin is created in the BUILD and the RUNTIME phase. Needs
+"name", "version", "namespace", "cases": [{"id", "fields": [[name, "int32" | "int64" | "float32" |
+"float16" | "int8", [values...]] or [name, "char", "text"], ...]}]}`` (a "char" field is the text with
+its NUL, as the ONNX parser passes a STRING attribute). For each case a plugin is created in the BUILD and the RUNTIME phase. Needs
 only numpy and the bindings.
 """
 
@@ -40,7 +41,10 @@ def create(creator, case: dict, phase) -> dict:
     arrays, fields = [], []
     for name, kind, values in case["fields"]:
         dtype, field_type = DTYPES[kind]
-        arrays.append(np.array(values, dtype=dtype))
+        if kind == "char":
+            arrays.append(np.frombuffer(values.encode() + b"\0", dtype=np.int8).copy())
+        else:
+            arrays.append(np.array(values, dtype=dtype))
         fields.append(trt.PluginField(name, arrays[-1], field_type))
     try:
         plugin = creator.create_plugin(case["id"], trt.PluginFieldCollection(fields), phase)
@@ -59,7 +63,9 @@ def main(spec_path: str) -> int:
     spec = json.loads(open(spec_path).read())
     trt = importlib.import_module(spec.get("module", "tensorrt_lean_bindings"))
     DTYPES.update(int32=(np.int32, trt.PluginFieldType.INT32), int64=(np.int64, trt.PluginFieldType.INT64),
-                  float32=(np.float32, trt.PluginFieldType.FLOAT32))
+                  float32=(np.float32, trt.PluginFieldType.FLOAT32),
+                  float16=(np.float16, trt.PluginFieldType.FLOAT16), int8=(np.int8, trt.PluginFieldType.INT8),
+                  char=(np.int8, trt.PluginFieldType.CHAR))
     registry = trt.get_plugin_registry()
     result: dict = {"tensorrt_version": trt.__version__, "route": spec["route"]}
     if spec["route"] == "ctypes":

@@ -57,6 +57,11 @@ __all__ = [
 FLOAT32 = 0
 FLOAT16 = 1
 BFLOAT16 = 2
+INT8 = 3  # a quantized layer's x, weights, or quantized output
+FP8E4M3 = 4
+QUANT_NONE = 0
+QUANT_INT8 = 1
+QUANT_FP8 = 2
 # DcnStatus
 SUCCESS = 0
 INVALID_ARGUMENT = 1
@@ -179,6 +184,11 @@ def _load(path: str) -> ctypes.CDLL:
     if hasattr(lib, "dcnSetSplitReduce"):  # absent from libraries older than the cluster reduction
         lib.dcnSetSplitReduce.argtypes = [ctypes.c_int32]
         lib.dcnSetSplitReduce.restype = ctypes.c_int
+    if hasattr(lib, "dcnQuantWeightBytes"):
+        lib.dcnQuantWeightBytes.argtypes = [params_p]
+        lib.dcnQuantWeightBytes.restype = ctypes.c_size_t
+        lib.dcnQuantScalesOffset.argtypes = [params_p]
+        lib.dcnQuantScalesOffset.restype = ctypes.c_size_t
     lib.dcnPreparedWeightsSize.argtypes = [ctypes.POINTER(DcnParams)]
     lib.dcnPreparedWeightsSize.restype = ctypes.c_size_t
     lib.dcnPrepareWeights.argtypes = [
@@ -291,6 +301,8 @@ _DTYPE_NAMES = {
     FLOAT16: ("float16",),
     BFLOAT16: ("uint16", "bfloat16"),
     UINT8: ("uint8",),
+    INT8: ("int8",),
+    FP8E4M3: ("uint8",),  # E4M3 bits
 }
 
 
@@ -327,6 +339,13 @@ def set_split_reduce(mode: int, lib: ctypes.CDLL | None = None) -> None:
     status = int(lib.dcnSetSplitReduce(int(mode)))
     if status != SUCCESS:
         _raise_status(status, f"dcnSetSplitReduce({mode})")
+
+
+def quant_weight_layout(params: DcnParams, lib: ctypes.CDLL | None = None) -> tuple[int, int]:
+    """(``dcnQuantScalesOffset``, ``dcnQuantWeightBytes``) of a quantized layer: where its FP32 weight
+    scales start in the weight buffer, and the buffer's size in bytes."""
+    lib = lib or load()
+    return int(lib.dcnQuantScalesOffset(ctypes.byref(params))), int(lib.dcnQuantWeightBytes(ctypes.byref(params)))
 
 
 def prepared_weights_size(params: DcnParams, lib: ctypes.CDLL | None = None) -> int:
@@ -393,14 +412,17 @@ def forward(
     lib = lib or load()
     kk = params.kh * params.kw
     out_shape = (params.n, params.cout, params.ho, params.wo)
+    quant = params.quant != QUANT_NONE
+    x_type = (INT8 if params.quant == QUANT_INT8 else FP8E4M3) if quant else params.dtype
+    out_type = params.outType if quant else params.dtype
     if out is None:
-        np_dtype = {FLOAT32: "float32", FLOAT16: "float16", BFLOAT16: "uint16"}[params.dtype]
-        out = cupy.empty(out_shape, dtype=np_dtype)
+        np_dtype = {FLOAT32: "float32", FLOAT16: "float16", BFLOAT16: "uint16", INT8: "int8", FP8E4M3: "uint8"}
+        out = cupy.empty(out_shape, dtype=np_dtype[out_type])
     if check:
         cg = params.c // params.group if params.group > 0 else 0
         x_shape = (params.n, params.h, params.w, params.c) if params.xLayout == LAYOUT_NHWC else (
             params.n, params.c, params.h, params.w)
-        _check_array("x", x, x_shape, params.dtype)
+        _check_array("x", x, x_shape, x_type)
         _check_array(
             "offset", offset, (params.n, 2 * params.deformableGroup * kk, params.ho, params.wo), params.dtype
         )
@@ -409,13 +431,15 @@ def forward(
         )
         if params.weightLayout == WEIGHT_PREPARED:
             _check_array("weight", weight, (prepared_weights_size(params, lib),), UINT8)
+        elif quant:
+            _check_array("weight", weight, (quant_weight_layout(params, lib)[1],), UINT8)
         else:
             _check_array("weight", weight, (params.cout, cg, params.kh, params.kw), params.dtype)
         if params.withBias:
             if bias is None:
                 raise ValidationError("DcnParams.withBias = 1 but no bias array was given")
             _check_array("bias", bias, (params.cout,), params.dtype)
-        _check_array("out", out, out_shape, params.dtype)
+        _check_array("out", out, out_shape, out_type)
     ws_ptr, ws_size = None, 0
     if workspace is None:
         need = workspace_size(params, lib)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from tests.support.reference import modulated_deform_conv2d
+from support.reference import modulated_deform_conv2d
 
 #: The quantized types, as the plugin node's ``quant_type`` names them.
 QTYPES: tuple[str, ...] = ("int8", "fp8e4m3")

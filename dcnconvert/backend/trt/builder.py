@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dcnconvert.backend.trt.adapter import _polygraphy_errors, _trt_logger, api_of
+from dcnconvert import schema
 from dcnconvert.errors import BuildError, UsageError
 
 __all__ = ["build_engine_bytes", "check_plugin_types", "describe_network", "make_progress_monitor",
@@ -23,6 +24,9 @@ __all__ = ["build_engine_bytes", "check_plugin_types", "describe_network", "make
 
 #: The tensor types our plugin takes (TensorRT's names), all of a layer's tensors of one type.
 PLUGIN_TYPES = ("FLOAT", "HALF", "BF16")
+#: The type of x of a quantized node (``quant_type`` int8 or fp8e4m3; the weights are embedded, so
+#: the layer has the inputs x, offset, mask): offset and mask stay of :data:`PLUGIN_TYPES`.
+QUANT_X_TYPES = ("INT8", "FP8")
 
 LOG = logging.getLogger("dcnconvert.trt")
 
@@ -108,7 +112,8 @@ def describe_network(trt: Any, network: Any) -> dict[str, Any]:
 def check_plugin_types(described: dict[str, Any], ours: Sequence[str], strongly_typed: bool) -> None:
     """Refuse, naming the node, a plugin layer of ours whose input types the plugin cannot take (the
     builder would only say that no format combination was found, without naming the layer): every
-    input FLOAT, HALF or BF16, and in a strongly typed network all of one type.
+    input FLOAT, HALF or BF16, and in a strongly typed network all of one type; a quantized node's x
+    (3 inputs) may be INT8 or FP8 (the plugin checks it against its ``quant_type``).
 
     Args:
         described: :func:`describe_network`'s answer.
@@ -123,8 +128,10 @@ def check_plugin_types(described: dict[str, Any], ours: Sequence[str], strongly_
         if layer["name"] not in names:
             continue
         types = layer["inputs"]
-        wrong = [f"input {i} is {t}" for i, t in enumerate(types) if t not in PLUGIN_TYPES]
-        if not wrong and strongly_typed and len(set(types)) > 1:
+        # a quantized node: x INT8/FP8, then offset and mask float, of one type
+        first = 1 if len(types) == len(schema.EMBEDDED_INPUT_NAMES) and types[0] in QUANT_X_TYPES else 0
+        wrong = [f"input {i} is {t}" for i, t in enumerate(types) if i >= first and t not in PLUGIN_TYPES]
+        if not wrong and strongly_typed and len(set(types[first:])) > 1:
             wrong = [f"its inputs are {', '.join(map(str, types))}"]
         if wrong:
             raise BuildError(

@@ -190,7 +190,8 @@ def quiet_field_budget(model: Any, target: str) -> dict[str, int]:
     of our plugin: once per plugin node of ``model`` (for ``target``) that does not carry it."""
     if target != schema.DEFAULT_TARGET:
         return {}
-    optional = [f[0] for f in schema.OPTIONAL_PLUGIN_FIELDS] + [f[0] for f in schema.WEIGHT_FIELDS]
+    optional = ([f[0] for f in schema.OPTIONAL_PLUGIN_FIELDS] + [f[0] for f in schema.WEIGHT_FIELDS]
+                + [f[0] for f in schema.QUANT_FIELDS])
     budget: dict[str, int] = {}
     for node in model.graph.node:
         if schema.is_plugin_node(node):

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
 import onnx
 import pytest
 from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
@@ -29,7 +31,8 @@ SAMPLES = sorted((REPO / "sample_models").glob("*.onnx"))
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 SCHEMA_FIELDS = [[name, "INT32"] for name, _n in schema.PLUGIN_FIELDS] + [
     [name, "INT32"] for name, _n, _d in schema.OPTIONAL_PLUGIN_FIELDS] + [
-    [name, kind] for name, kind, _n in schema.WEIGHT_FIELDS]
+    [name, kind] for name, kind, _n in schema.WEIGHT_FIELDS] + [
+    [name, kind] for name, kind, _n in schema.QUANT_FIELDS]
 
 
 def runtime_or_skip(major: int) -> tuple[Path, str]:
@@ -157,6 +160,68 @@ def test_bad_fields_are_refused_with_a_message(major, tmp_path):
             assert outcome == {"created": False, "exception": None}, (case["id"], phase, outcome)
         messages = [line for line in proc.stderr.splitlines() if f"layer '{case['id']}'" in line]
         assert len(messages) == 2, (case["id"], proc.stderr)  # one per phase, naming the layer
+
+
+def quant_case(case_id: str, qtype: str, output_scale: bool = True, **replace: list) -> dict:
+    """A quantized node's fields as the ONNX parser passes them: x 2x16 -> 4 channels, 3x3 kernel,
+    fresh random quantized weights (INT8 for int8, E4M3 values as FLOAT16 for fp8e4m3), one scale per
+    output channel; ``replace`` swaps whole fields (``None`` drops one)."""
+    rng = np.random.default_rng()
+    shape = [4, 16, 3, 3]
+    count = int(np.prod(shape))
+    if qtype == "int8":
+        weight = ["weight", "int8", rng.integers(-128, 128, count).tolist()]
+    else:
+        codes = rng.integers(0, 256, count).astype(np.uint8)
+        codes[(codes & 0x7F) == 0x7F] ^= 1  # no NaN code
+        values = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        weight = ["weight", "float16", values.tolist()]
+    fields = [*GOOD, weight, ["weight_shape", "int32", shape], ["bias", "float32", rng.normal(size=4).tolist()],
+              ["quant_type", "char", qtype], ["x_scale", "float32", [0.02]],
+              ["weight_scale", "float32", rng.uniform(0.001, 0.1, 4).tolist()]]
+    if output_scale:
+        fields.append(["output_scale", "float32", [0.5]])
+    out = []
+    for name, kind, values in fields:
+        if name in replace:
+            if replace[name] is not None:
+                out.append(replace[name])
+        else:
+            out.append([name, kind, values])
+    return {"id": case_id, "fields": out}
+
+
+GOOD_QUANT = [quant_case(f"{qtype}-{'q' if o else 'f'}", qtype, o) for qtype in ("int8", "fp8e4m3")
+              for o in (True, False)]
+BAD_QUANT = [  # (case, a word of the message)
+    (quant_case("bad-quant-type", "int8", quant_type=["quant_type", "char", "int4"]), "'int4'"),
+    (quant_case("bad-x-scale-0", "int8", x_scale=["x_scale", "float32", [0.0]]), "x_scale"),
+    (quant_case("bad-weight-scale-count", "fp8e4m3", weight_scale=["weight_scale", "float32", [0.1, 0.2]]),
+     "weight_scale"),
+    (quant_case("bad-fp8-weight", "fp8e4m3", weight=["weight", "float16", [1.0625] * 576]), "weight'[0]"),
+    (quant_case("bad-no-x-scale", "fp8e4m3", x_scale=None), "x_scale"),
+    (quant_case("bad-int8-without-quant-type", "int8", quant_type=None, x_scale=None, weight_scale=None,
+                output_scale=None), "quant_type"),
+    (quant_case("bad-quant-no-weights", "int8", weight=None, weight_shape=None, bias=None), "weight"),
+]
+
+
+@pytest.mark.parametrize("major", [10, 11])
+def test_quantized_fields_create_plugins_and_bad_ones_are_refused(major, tmp_path):
+    """int8 and fp8e4m3 nodes, with and without output_scale, in both phases; the refusals name the field."""
+    runtime, _version = runtime_or_skip(major)
+    built = library_or_skip(major)
+    bad = [case for case, _word in BAD_QUANT]
+    proc, result = probe(runtime, built.lib, tmp_path, cases=[*GOOD_QUANT, *bad])
+    assert result is not None, f"exit {proc.returncode}\n{proc.stderr}"
+    for case in GOOD_QUANT:
+        for phase, outcome in result["cases"][case["id"]].items():
+            assert outcome["created"] and outcome["identity"] == IDENTITY, (case["id"], phase, proc.stderr)
+    for case, word in BAD_QUANT:
+        for phase, outcome in result["cases"][case["id"]].items():
+            assert outcome == {"created": False, "exception": None}, (case["id"], phase, outcome)
+        messages = [line for line in proc.stderr.splitlines() if f"layer '{case['id']}'" in line]
+        assert len(messages) == 2 and all(word in m for m in messages), (case["id"], proc.stderr)
 
 
 @pytest.mark.parametrize(("runtime_major", "library_major"), [(10, 11), (11, 10)])

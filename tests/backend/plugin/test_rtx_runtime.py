@@ -46,7 +46,8 @@ import plugin_build as pb  # noqa: E402
 IDENTITY = [schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE]
 SCHEMA_FIELDS = [[name, "INT32"] for name, _n in schema.PLUGIN_FIELDS] + [
     [name, "INT32"] for name, _n, _d in schema.OPTIONAL_PLUGIN_FIELDS] + [
-    [name, kind] for name, kind, _n in schema.WEIGHT_FIELDS]
+    [name, kind] for name, kind, _n in schema.WEIGHT_FIELDS] + [
+    [name, kind] for name, kind, _n in schema.QUANT_FIELDS]
 GOOD = {"id": "good", "fields": [["stride", "int32", [1, 2]], ["padding", "int32", [0, 1]],
                                  ["dilation", "int32", [2, 1]], ["group", "int32", [1]],
                                  ["deformable_group", "int64", [1]]]}

@@ -97,7 +97,8 @@ def test_quiet_field_budget_counts_what_each_node_lacks():
              helper.make_node("Relu", ["y"], ["z"], name="relu")]
     model = helper.make_model(helper.make_graph(nodes, "g", [], []))
     assert engine.quiet_field_budget(model, "dcnconvert") == {
-        "allow_tf32": 1, "bias": 2, "weight": 1, "weight_shape": 1}
+        "allow_tf32": 1, "bias": 2, "weight": 1, "weight_shape": 1,
+        "quant_type": 2, "x_scale": 2, "weight_scale": 2, "output_scale": 2}
     assert engine.quiet_field_budget(model, "trt-builtin") == {}
 
 
@@ -117,3 +118,17 @@ def test_plugin_types_accepted():
                                  {"name": "other", "inputs": ["INT32"], "outputs": ["INT32"]}]}
     builder.check_plugin_types(network, ["dcn1"], strongly_typed=False)  # TensorRT 10 converts between floats
     builder.check_plugin_types(types.MappingProxyType(network), [], strongly_typed=True)  # not ours
+
+
+@pytest.mark.parametrize("x", ["INT8", "FP8"])
+def test_quantized_x_accepted_with_float_offset_and_mask(x):
+    """A quantized node (3 inputs): x INT8 or FP8, offset and mask of one float type."""
+    for output in (x, "HALF"):
+        network = {"plugin_layers": [{"name": "dcnq", "inputs": [x, "HALF", "HALF"], "outputs": [output]}]}
+        builder.check_plugin_types(network, ["dcnq"], strongly_typed=True)
+    refused = [([x, "HALF", "FLOAT"], True, "its inputs are"), ([x, x, x], False, f"input 1 is {x}"),
+               ([x, "FLOAT", "FLOAT", "FLOAT"], False, f"input 0 is {x}"), (["HALF", x, "HALF"], False, "input 1")]
+    for inputs, typed, words in refused:
+        network = {"plugin_layers": [{"name": "dcnq", "inputs": inputs, "outputs": ["HALF"]}]}
+        with pytest.raises(BuildError, match=words):
+            builder.check_plugin_types(network, ["dcnq"], typed)

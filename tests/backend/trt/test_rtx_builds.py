@@ -100,7 +100,7 @@ def check_built(res, obj: dict, engine: Path, precision: str) -> None:
     assert "not found in plugin node" not in res.stderr
     lacking: dict[str, int] = {}
     for node in plugin_nodes(rewritten):
-        for field in ("allow_tf32", "weight", "weight_shape", "bias"):
+        for field in ("allow_tf32", "weight", "weight_shape", "bias", *(f[0] for f in schema.QUANT_FIELDS)):
             if field not in {a.name for a in node.attribute}:
                 lacking[field] = lacking.get(field, 0) + 1
     quieted = obj["parser_warnings_quieted"]
