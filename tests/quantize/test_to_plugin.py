@@ -5,7 +5,6 @@ computes exactly what the Q/DQ model computes in ONNX Runtime."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
