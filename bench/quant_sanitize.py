@@ -1,0 +1,56 @@
+"""compute-sanitizer driver for the quantized layers: the 8-bit tiles (each forced) and the simple
+kernel on two small cases, INT8 and FP8, float and quantized output, with CuPy's pool off so every
+tensor is its own allocation. Checks each float output against the Q/DQ model's bound as well.
+
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/quant_sanitize.py
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+import cupy  # noqa: E402
+
+cupy.cuda.set_allocator(None)
+
+import numpy as np  # noqa: E402
+from support import core, core_fused, core_quant  # noqa: E402
+from support.core_cases import Case, ensure_core_built  # noqa: E402
+
+CASES = (
+    Case("s_c128", 1, 128, 7, 9, 72, (3, 3), (2, 1), (1, 2), (1, 2), off_scale=3.0),
+    Case("s_c128_cout160", 1, 128, 6, 5, 160, (3, 3), padding=(1, 1), bias=False, off_scale=2.0),
+)
+
+
+def main() -> int:
+    lib = core.load(ensure_core_built())
+    tiles = [core.ALGO_FUSED_TILE + t.index for t in core_fused.tile_infos(lib) if t.name.endswith("-q8")]
+    runs = 0
+    for case in CASES:
+        for qtype in core_quant.QUANT:
+            inputs = core_quant.make_inputs(case, qtype, "float16")
+            refs = core_quant.references(case, qtype, inputs)
+            bound = core_quant.allowed(case, qtype, "float16", inputs, refs["qdq"])
+            for algo in [core.ALGO_SIMPLE, *tiles]:
+                for layout in ((False, False), (True, True)):
+                    out = core_quant.run(lib, case, qtype, "float16", inputs, algo=algo, channel_last=layout[0],
+                                         prepared=layout[1])
+                    worst = float((np.abs(out - refs["qdq"]) / bound).max())
+                    if worst > 1.0:
+                        print(f"FAIL {case.name} {qtype} algo {algo}: x{worst:.3f} of the bound")
+                        return 1
+                    runs += 1
+            core_quant.run(lib, case, qtype, "float16", inputs, algo=core.ALGO_AUTO, out_scale=0.05)
+            runs += 1
+    print(f"quant_sanitize: {runs} runs within their bounds")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
