@@ -34,6 +34,8 @@ EXPORTED = {
     "dcnPrepareWeights",
     "dcnConvertElements",
     "dcnSetSplitReduce",
+    "dcnQuantScalesOffset",
+    "dcnQuantWeightBytes",
 }
 
 

@@ -248,13 +248,14 @@ DCN_CORE_EXPORT size_t dcnQuantScalesOffset(DcnParams const* p)
 {
     if (p == nullptr || p->quant == kDCN_QUANT_NONE || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
         return 0;
-    return (size_t(p->cout) * (p->c / p->group) * p->kh * p->kw + 15) / 16 * 16;
+    return dcn::fused::quantScalesOffset(*p);
 }
 
 DCN_CORE_EXPORT size_t dcnQuantWeightBytes(DcnParams const* p)
 {
-    size_t const scales = dcnQuantScalesOffset(p);
-    return scales == 0 ? 0 : scales + size_t(p->cout) * sizeof(float);
+    if (p == nullptr || p->quant == kDCN_QUANT_NONE || dcnValidate(p, nullptr, 0) != kDCN_SUCCESS)
+        return 0;
+    return dcn::fused::quantWeightBytes(*p);
 }
 
 DCN_CORE_EXPORT size_t dcnWorkspaceSize(DcnParams const* p)

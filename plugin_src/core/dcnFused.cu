@@ -9,7 +9,6 @@
  * by the prep pass in the workspace unless x comes channel-last and the weights prepared) and the
  * NCHW one (dcnFusedKernel.cuh; any channel count, no workspace).
  */
-#include "dcnForward.h"
 #include "dcnFused.h"
 #include "dcnFusedTiles.h"
 #include "dcnFusedAux.cuh"
@@ -128,7 +127,7 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, i
         a.xScale = p.xScale;
         a.outScale = p.outScale;
         a.outType = p.outType;
-        a.wScale = reinterpret_cast<float const*>(static_cast<char const*>(weight) + dcnQuantScalesOffset(&p));
+        a.wScale = reinterpret_cast<float const*>(static_cast<char const*>(weight) + quantScalesOffset(p));
     }
     return a;
 }
@@ -331,7 +330,7 @@ DcnStatus prepareWeights(DcnParams const& p, void const* weight, void* prepared,
         return kDCN_INVALID_ARGUMENT;
     }
     // A quantized layer's OIHW buffer holds its weight scales too.
-    size_t const raw = p.quant != kDCN_QUANT_NONE ? dcnQuantWeightBytes(&p)
+    size_t const raw = p.quant != kDCN_QUANT_NONE ? quantWeightBytes(p)
                                                   : size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elemBytes(p);
     cudaError_t const e = cudaMemcpyAsync(prepared, weight, raw, cudaMemcpyDeviceToDevice, stream);
     if (e != cudaSuccess)

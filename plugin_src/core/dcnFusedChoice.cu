@@ -3,7 +3,6 @@
  * order, K splits and the workspace size (dcnFusedTiles.h). The cost estimate that picks a tile is
  * in dcnFusedCost.cu, the launches are in dcnFused.cu.
  */
-#include "dcnForward.h"
 #include "dcnFused.h"
 #include "dcnFusedTiles.h"
 #include "dcnInternal.h"
@@ -180,10 +179,20 @@ size_t preparedOffset(DcnParams const& p, int part)
             return held[i] ? offset : SIZE_MAX;
         if (held[i])
             offset += i == kPartWg32 && p.math != kDCN_MATH_TF32 ? 2 * one
-                : i == kPartOihw && quant                      ? alignUp(dcnQuantWeightBytes(&p))
+                : i == kPartOihw && quant                      ? alignUp(quantWeightBytes(p))
                                                                : one;
     }
     return offset; // part == kWeightParts: the end
+}
+
+size_t quantScalesOffset(DcnParams const& p)
+{
+    return (size_t(p.cout) * (p.c / p.group) * p.kh * p.kw + 15) / 16 * 16;
+}
+
+size_t quantWeightBytes(DcnParams const& p)
+{
+    return quantScalesOffset(p) + size_t(p.cout) * sizeof(float);
 }
 
 size_t preparedBytes(DcnParams const& p)

@@ -347,6 +347,11 @@ enum WeightPart : int
 int weightPartOf(TileShape const& t, DcnParams const& p);
 int32_t weightModeOf(TileShape const& t, DcnParams const& p);
 size_t preparedOffset(DcnParams const& p, int part);
+
+/* A quantized layer's weight buffer (dcnQuantScalesOffset, dcnQuantWeightBytes without validation):
+ * where its FP32 scales start (the 1-byte values' count rounded up to 16) and its bytes. */
+size_t quantScalesOffset(DcnParams const& p);
+size_t quantWeightBytes(DcnParams const& p);
 size_t preparedBytes(DcnParams const& p);
 
 /* Why `tile` with `splits` cannot run p on d, or nullptr when it can. */
