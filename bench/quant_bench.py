@@ -23,14 +23,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import numpy as np  # noqa: E402
 from bench_shapes import SHAPES  # noqa: E402
-from support import core  # noqa: E402
+from support import (
+    core,  # noqa: E402
+    core_quant,  # noqa: E402
+)
 from support.core_cases import Case  # noqa: E402
-from support import core_quant  # noqa: E402
 
 
 def case_of(s) -> Case:
-    return Case(s.name, s.n, s.c, s.h, s.w, s.cout, (s.kernel, s.kernel), (s.stride, s.stride), (s.pad, s.pad),
-                (s.dilation, s.dilation), s.group, s.dg, s.bias)
+    return Case(
+        s.name,
+        s.n,
+        s.c,
+        s.h,
+        s.w,
+        s.cout,
+        (s.kernel, s.kernel),
+        (s.stride, s.stride),
+        (s.pad, s.pad),
+        (s.dilation, s.dilation),
+        s.group,
+        s.dg,
+        s.bias,
+    )
 
 
 def timed(call, calls: int, reps: int) -> float:
@@ -53,13 +68,23 @@ def timed(call, calls: int, reps: int) -> float:
 def fp16_call(lib, s):
     import cupy
 
-    p = core.make_params((s.n, s.c, s.h, s.w), (s.cout, s.c // s.group, s.kernel, s.kernel), stride=(s.stride,) * 2,
-                         padding=(s.pad,) * 2, dilation=(s.dilation,) * 2, group=s.group, deformable_group=s.dg,
-                         with_bias=s.bias, dtype=core.FLOAT16)
+    p = core.make_params(
+        (s.n, s.c, s.h, s.w),
+        (s.cout, s.c // s.group, s.kernel, s.kernel),
+        stride=(s.stride,) * 2,
+        padding=(s.pad,) * 2,
+        dilation=(s.dilation,) * 2,
+        group=s.group,
+        deformable_group=s.dg,
+        with_bias=s.bias,
+        dtype=core.FLOAT16,
+    )
     rs = cupy.random.RandomState(1)
     kk = s.kernel**2
     x = rs.standard_normal((s.n, s.h, s.w, s.c), dtype=np.float32).astype(np.float16)
-    w = (rs.standard_normal((s.cout, s.c // s.group, s.kernel, s.kernel), dtype=np.float32) * 0.05).astype(np.float16)
+    w = (rs.standard_normal((s.cout, s.c // s.group, s.kernel, s.kernel), dtype=np.float32) * 0.05).astype(
+        np.float16
+    )
     off = (rs.standard_normal((s.n, 2 * s.dg * kk, s.ho, s.wo), dtype=np.float32) * 2).astype(np.float16)
     mask = rs.uniform(0, 1, (s.n, s.dg * kk, s.ho, s.wo), dtype=np.float32).astype(np.float16)
     bias = rs.standard_normal((s.cout,), dtype=np.float32).astype(np.float16) if s.bias else None
@@ -79,11 +104,15 @@ def quant_call(lib, s, qtype: str):
     x = cupy.ascontiguousarray(cupy.asarray(core_quant.to_bytes(inputs["x_q"], qtype)).transpose(0, 2, 3, 1))
     prepared = core.prepare_weights(p, cupy.asarray(core_quant.packed_weights(p, inputs, qtype, lib)), lib)
     p.xLayout, p.weightLayout = core.LAYOUT_NHWC, core.WEIGHT_PREPARED
-    dev = {k: None if inputs[k] is None else cupy.asarray(inputs[k].astype(np.float16)) for k in ("offset", "mask", "bias")}
+    dev = {
+        k: None if inputs[k] is None else cupy.asarray(inputs[k].astype(np.float16))
+        for k in ("offset", "mask", "bias")
+    }
     out = cupy.empty((s.n, s.cout, s.ho, s.wo), dtype=np.float16)
     ws = cupy.empty((max(core.workspace_size(p, lib), 1),), dtype=cupy.uint8)
-    return lambda: core.forward(p, x, dev["offset"], dev["mask"], prepared, dev["bias"], out, workspace=ws, lib=lib,
-                                check=False), p
+    return lambda: core.forward(
+        p, x, dev["offset"], dev["mask"], prepared, dev["bias"], out, workspace=ws, lib=lib, check=False
+    ), p
 
 
 def peaks(size: int = 8192, reps: int = 10) -> dict:
@@ -109,7 +138,9 @@ def peaks(size: int = 8192, reps: int = 10) -> dict:
     out["int8"] = tflops(lambda: torch._int_mm(i8, i8.t()))
     f8 = h.to(torch.float8_e4m3fn)
     one = torch.tensor(1.0, device="cuda")
-    out["fp8e4m3"] = tflops(lambda: torch._scaled_mm(f8, f8.t(), scale_a=one, scale_b=one, out_dtype=torch.float16))
+    out["fp8e4m3"] = tflops(
+        lambda: torch._scaled_mm(f8, f8.t(), scale_a=one, scale_b=one, out_dtype=torch.float16)
+    )
     return out
 
 
@@ -121,7 +152,6 @@ def main() -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     import cupy
-
     from support import core_fused
 
     lib = core.load()
@@ -131,15 +161,20 @@ def main() -> int:
     print(f"GPU: {gpu}; matmul peaks (TFLOP/s or TOP/s): " + ", ".join(f"{k} {v:.0f}" for k, v in pk.items()))
     rows = []
     only = [n for n in args.only.split(",") if n]
-    print(f"{'layer':<15}{'fp16 us':>9}{'int8 us':>9}{'fp8 us':>9}{'int8 x':>8}{'fp8 x':>8}"
-          f"{'fp16 %pk':>9}{'int8 %pk':>9}{'fp8 %pk':>9}  tiles")
+    print(
+        f"{'layer':<15}{'fp16 us':>9}{'int8 us':>9}{'fp8 us':>9}{'int8 x':>8}{'fp8 x':>8}"
+        f"{'fp16 %pk':>9}{'int8 %pk':>9}{'fp8 %pk':>9}  tiles"
+    )
     for s in SHAPES:
         if only and s.name not in only:
             continue
         row = {"layer": s.name, "desc": s.desc, "flop": s.flop}
         tiles = []
-        for key, make in (("fp16", lambda: fp16_call(lib, s)), ("int8", lambda: quant_call(lib, s, "int8")),
-                          ("fp8e4m3", lambda: quant_call(lib, s, "fp8e4m3"))):
+        for key, make in (
+            ("fp16", lambda s=s: fp16_call(lib, s)),
+            ("int8", lambda s=s: quant_call(lib, s, "int8")),
+            ("fp8e4m3", lambda s=s: quant_call(lib, s, "fp8e4m3")),
+        ):
             call, p = make()
             row[key + "_us"] = timed(call, args.calls, args.reps)
             choice = core_fused.fused_choice(p, device=(gpu_sms(), 232448, 9), lib=lib)
@@ -147,9 +182,12 @@ def main() -> int:
             row[key + "_pct_peak"] = 100.0 * s.flop / (row[key + "_us"] * 1e-6) / 1e12 / pk[key]
         row["tiles"] = tiles
         rows.append(row)
-        print(f"{s.name:<15}{row['fp16_us']:>9.1f}{row['int8_us']:>9.1f}{row['fp8e4m3_us']:>9.1f}"
-              f"{row['fp16_us'] / row['int8_us']:>8.2f}{row['fp16_us'] / row['fp8e4m3_us']:>8.2f}"
-              f"{row['fp16_pct_peak']:>9.1f}{row['int8_pct_peak']:>9.1f}{row['fp8e4m3_pct_peak']:>9.1f}  {'/'.join(tiles)}")
+        print(
+            f"{s.name:<15}{row['fp16_us']:>9.1f}{row['int8_us']:>9.1f}{row['fp8e4m3_us']:>9.1f}"
+            f"{row['fp16_us'] / row['int8_us']:>8.2f}{row['fp16_us'] / row['fp8e4m3_us']:>8.2f}"
+            f"{row['fp16_pct_peak']:>9.1f}{row['int8_pct_peak']:>9.1f}{row['fp8e4m3_pct_peak']:>9.1f}"
+            f"  {'/'.join(tiles)}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps({"gpu": gpu, "peaks": pk, "rows": rows}, indent=1))
     return 0

@@ -39,8 +39,16 @@ def main() -> int:
             bound = core_quant.allowed(case, qtype, "float16", inputs, refs["qdq"])
             for algo in [core.ALGO_SIMPLE, *tiles]:
                 for layout in ((False, False), (True, True)):
-                    out = core_quant.run(lib, case, qtype, "float16", inputs, algo=algo, channel_last=layout[0],
-                                         prepared=layout[1])
+                    out = core_quant.run(
+                        lib,
+                        case,
+                        qtype,
+                        "float16",
+                        inputs,
+                        algo=algo,
+                        channel_last=layout[0],
+                        prepared=layout[1],
+                    )
                     worst = float((np.abs(out - refs["qdq"]) / bound).max())
                     if worst > 1.0:
                         print(f"FAIL {case.name} {qtype} algo {algo}: x{worst:.3f} of the bound")

@@ -89,14 +89,25 @@ def test_quantized_float_output(lib, case: Case, qtype: str, fdtype: str) -> Non
     for algo in algos(lib, case):
         for channel_last, prepared in PATHS:
             try:
-                out = core_quant.run(lib, case, qtype, fdtype, inputs, algo=algo, channel_last=channel_last,
-                                     prepared=prepared)
+                out = core_quant.run(
+                    lib, case, qtype, fdtype, inputs, algo=algo, channel_last=channel_last, prepared=prepared
+                )
             except UnsupportedNodeError:
                 assert algo >= core.ALGO_FUSED_TILE, "AUTO and the simple kernel take every quantized layer"
                 continue
             errs = check_float(case, qtype, fdtype, inputs, refs, out)
-            record_summary({"test": "quant", "case": case.name, "qtype": qtype, "fdtype": fdtype, "algo": algo,
-                            "channel_last": channel_last, "prepared": prepared, **errs})
+            record_summary(
+                {
+                    "test": "quant",
+                    "case": case.name,
+                    "qtype": qtype,
+                    "fdtype": fdtype,
+                    "algo": algo,
+                    "channel_last": channel_last,
+                    "prepared": prepared,
+                    **errs,
+                }
+            )
             ran.append(algo)
     assert core.ALGO_AUTO in ran and core.ALGO_SIMPLE in ran
 
@@ -116,7 +127,9 @@ def test_quantized_output(lib, case: Case, qtype: str) -> None:
         step = 1.0 if qtype == "int8" else 2.0**-3 * np.maximum(np.abs(expect), 2.0**-6)
         slack = (bound + 2.0**-11 * np.abs(refs["qdq"])) / out_scale + step
         worst = float((np.abs(out_q - expect) / slack).max())
-        assert worst <= 1.0, f"quantized output off by x{worst:.3f} of its bound (seed {core_quant.SESSION_SEED})"
+        assert worst <= 1.0, (
+            f"quantized output off by x{worst:.3f} of its bound (seed {core_quant.SESSION_SEED})"
+        )
 
 
 @pytest.mark.gpu

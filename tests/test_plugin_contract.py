@@ -195,7 +195,8 @@ class TestSource:
         assert {k: int(v) for k, v in indices.items()} == {
             "WEIGHT": names.index(schema.ATTR_WEIGHT), "WEIGHT_SHAPE": names.index(schema.ATTR_WEIGHT_SHAPE),
             "BIAS": names.index(schema.ATTR_BIAS), "QUANT_TYPE": names.index(schema.ATTR_QUANT_TYPE),
-            "X_SCALE": names.index(schema.ATTR_X_SCALE), "WEIGHT_SCALE": names.index(schema.ATTR_WEIGHT_SCALE),
+            "X_SCALE": names.index(schema.ATTR_X_SCALE),
+            "WEIGHT_SCALE": names.index(schema.ATTR_WEIGHT_SCALE),
             "OUTPUT_SCALE": names.index(schema.ATTR_OUTPUT_SCALE)}
 
     def test_registration_uses_the_namespace_and_exports_two_entry_points(self) -> None:

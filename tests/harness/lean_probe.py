@@ -12,8 +12,8 @@ never as the test process dying. Usage::
 SPEC: ``{"module" (default "tensorrt_lean_bindings"), "library", "route": "load_library" | "ctypes",
 "name", "version", "namespace", "cases": [{"id", "fields": [[name, "int32" | "int64" | "float32" |
 "float16" | "int8", [values...]] or [name, "char", "text"], ...]}]}`` (a "char" field is the text with
-its NUL, as the ONNX parser passes a STRING attribute). For each case a plugin is created in the BUILD and the RUNTIME phase. Needs
-only numpy and the bindings.
+its NUL, as the ONNX parser passes a STRING attribute). For each case a plugin is created in the BUILD
+and the RUNTIME phase. Needs only numpy and the bindings.
 """
 
 from __future__ import annotations

@@ -345,7 +345,8 @@ def quant_weight_layout(params: DcnParams, lib: ctypes.CDLL | None = None) -> tu
     """(``dcnQuantScalesOffset``, ``dcnQuantWeightBytes``) of a quantized layer: where its FP32 weight
     scales start in the weight buffer, and the buffer's size in bytes."""
     lib = lib or load()
-    return int(lib.dcnQuantScalesOffset(ctypes.byref(params))), int(lib.dcnQuantWeightBytes(ctypes.byref(params)))
+    ref = ctypes.byref(params)
+    return int(lib.dcnQuantScalesOffset(ref)), int(lib.dcnQuantWeightBytes(ref))
 
 
 def prepared_weights_size(params: DcnParams, lib: ctypes.CDLL | None = None) -> int:
@@ -416,7 +417,8 @@ def forward(
     x_type = (INT8 if params.quant == QUANT_INT8 else FP8E4M3) if quant else params.dtype
     out_type = params.outType if quant else params.dtype
     if out is None:
-        np_dtype = {FLOAT32: "float32", FLOAT16: "float16", BFLOAT16: "uint16", INT8: "int8", FP8E4M3: "uint8"}
+        np_dtype = {FLOAT32: "float32", FLOAT16: "float16", BFLOAT16: "uint16", INT8: "int8",
+                    FP8E4M3: "uint8"}
         out = cupy.empty(out_shape, dtype=np_dtype[out_type])
     if check:
         cg = params.c // params.group if params.group > 0 else 0

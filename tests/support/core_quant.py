@@ -32,8 +32,13 @@ SESSION_SEED = int(os.environ.get("DCN_TEST_SEED", int.from_bytes(os.urandom(4),
 
 
 def attrs(case: Case) -> dict:
-    return {"stride": case.stride, "padding": case.padding, "dilation": case.dilation, "group": case.group,
-            "deformable_group": case.dg}
+    return {
+        "stride": case.stride,
+        "padding": case.padding,
+        "dilation": case.dilation,
+        "group": case.group,
+        "deformable_group": case.dg,
+    }
 
 
 def make_inputs(case: Case, qtype: str, fdtype: str) -> dict:
@@ -45,14 +50,21 @@ def make_inputs(case: Case, qtype: str, fdtype: str) -> dict:
     x = rng.standard_normal((case.n, case.c, case.h, case.w)) * 2.0
     w = rng.standard_normal((case.cout, case.c // case.group, kh, kw)) / np.sqrt(case.c // case.group * kk)
     x_scale = float(np.float32(np.abs(x).max() / QMAX[qtype]))
-    w_scale = (np.abs(w).reshape(case.cout, -1).max(axis=1) / QMAX[qtype]).astype(np.float32).astype(np.float64)
+    w_scale = (
+        (np.abs(w).reshape(case.cout, -1).max(axis=1) / QMAX[qtype]).astype(np.float32).astype(np.float64)
+    )
     offset = rng.standard_normal((case.n, 2 * case.dg * kk, ho, wo)) * case.off_scale
     mask = rng.uniform(0.0, 1.0, (case.n, case.dg * kk, ho, wo))
     bias = rng.standard_normal(case.cout) if case.bias else None
     return {
-        "x": x, "weight": w, "x_scale": x_scale, "w_scale": w_scale,
-        "x_q": quantize(x, x_scale, qtype), "w_q": quantize(w, w_scale[:, None, None, None], qtype),
-        "offset": round_to(offset, fdtype), "mask": round_to(mask, fdtype),
+        "x": x,
+        "weight": w,
+        "x_scale": x_scale,
+        "w_scale": w_scale,
+        "x_q": quantize(x, x_scale, qtype),
+        "w_q": quantize(w, w_scale[:, None, None, None], qtype),
+        "offset": round_to(offset, fdtype),
+        "mask": round_to(mask, fdtype),
         "bias": None if bias is None else round_to(bias, fdtype),
     }
 
@@ -72,9 +84,18 @@ def from_bytes(values: np.ndarray, qtype: str) -> np.ndarray:
 
 def params(case: Case, qtype: str, fdtype: str, inputs: dict, *, algo: int, out_scale: float | None):
     quant, qdt = QUANT[qtype]
-    p = core.make_params((case.n, case.c, case.h, case.w), (case.cout, case.c // case.group, *case.kernel),
-                         stride=case.stride, padding=case.padding, dilation=case.dilation, group=case.group,
-                         deformable_group=case.dg, with_bias=case.bias, dtype=FLOAT_TYPES[fdtype], algo=algo)
+    p = core.make_params(
+        (case.n, case.c, case.h, case.w),
+        (case.cout, case.c // case.group, *case.kernel),
+        stride=case.stride,
+        padding=case.padding,
+        dilation=case.dilation,
+        group=case.group,
+        deformable_group=case.dg,
+        with_bias=case.bias,
+        dtype=FLOAT_TYPES[fdtype],
+        algo=algo,
+    )
     p.quant = quant
     p.xScale = inputs["x_scale"]
     p.outType = qdt if out_scale is not None else FLOAT_TYPES[fdtype]
@@ -92,8 +113,18 @@ def packed_weights(p, inputs: dict, qtype: str, lib) -> np.ndarray:
     return buf
 
 
-def run(lib, case: Case, qtype: str, fdtype: str, inputs: dict, *, algo: int = core.ALGO_AUTO,
-        out_scale: float | None = None, channel_last: bool = False, prepared: bool = False) -> np.ndarray:
+def run(
+    lib,
+    case: Case,
+    qtype: str,
+    fdtype: str,
+    inputs: dict,
+    *,
+    algo: int = core.ALGO_AUTO,
+    out_scale: float | None = None,
+    channel_last: bool = False,
+    prepared: bool = False,
+) -> np.ndarray:
     """The core's output as float64 (a quantized output as its grid values); checks that every
     element was written and nothing past the end."""
     import cupy
@@ -112,12 +143,15 @@ def run(lib, case: Case, qtype: str, fdtype: str, inputs: dict, *, algo: int = c
             weight = core.prepare_weights(p, weight, lib)
             p.weightLayout = core.WEIGHT_PREPARED
         np_f = np.float32 if fdtype == "float32" else np.float16
-        dev = {k: None if inputs[k] is None else cupy.asarray(inputs[k].astype(np_f)) for k in ("offset", "mask", "bias")}
+        dev = {
+            k: None if inputs[k] is None else cupy.asarray(inputs[k].astype(np_f))
+            for k in ("offset", "mask", "bias")
+        }
         shape = (p.n, p.cout, p.ho, p.wo)
         count = int(np.prod(shape))
         if out_scale is None:
             buf = cupy.full(count + 4099, np.nan, dtype=np_f)
-        else:  # 0x7F: INT8 127 / E4M3 NaN: poison the guard with a byte the output may hold, check the tail only
+        else:  # 0x7F (INT8 127, E4M3 NaN) may be an output value: only the guard tail is checked
             buf = cupy.full(count + 4099, 0x7F, dtype=cupy.int8 if qtype == "int8" else cupy.uint8)
         out = buf[:count].reshape(shape)
         if out_scale is None:
@@ -138,13 +172,21 @@ def run(lib, case: Case, qtype: str, fdtype: str, inputs: dict, *, algo: int = c
 def references(case: Case, qtype: str, inputs: dict, out_scale: float | None = None) -> dict:
     """The Q/DQ model, the core's model (samples rounded) and the unquantized float result."""
     common = dict(qtype=qtype, output_scale=out_scale, **attrs(case))
-    args = (inputs["x_q"], inputs["x_scale"], inputs["offset"], inputs["mask"], inputs["w_q"], inputs["w_scale"],
-            inputs["bias"])
+    args = (
+        inputs["x_q"],
+        inputs["x_scale"],
+        inputs["offset"],
+        inputs["mask"],
+        inputs["w_q"],
+        inputs["w_scale"],
+        inputs["bias"],
+    )
     return {
         "qdq": dcn_quant(*args, round_samples=False, **common),
         "core_math": dcn_quant(*args, round_samples=True, **common),
-        "float": modulated_deform_conv2d(inputs["x"], inputs["offset"], inputs["mask"], inputs["weight"],
-                                         inputs["bias"], **attrs(case)),
+        "float": modulated_deform_conv2d(
+            inputs["x"], inputs["offset"], inputs["mask"], inputs["weight"], inputs["bias"], **attrs(case)
+        ),
     }
 
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dcnconvert.backend.trt.adapter import _polygraphy_errors, _trt_logger, api_of
 from dcnconvert import schema
+from dcnconvert.backend.trt.adapter import _polygraphy_errors, _trt_logger, api_of
 from dcnconvert.errors import BuildError, UsageError
 
 __all__ = ["build_engine_bytes", "check_plugin_types", "describe_network", "make_progress_monitor",

@@ -176,7 +176,8 @@ def quant_case(case_id: str, qtype: str, output_scale: bool = True, **replace: l
         codes[(codes & 0x7F) == 0x7F] ^= 1  # no NaN code
         values = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
         weight = ["weight", "float16", values.tolist()]
-    fields = [*GOOD, weight, ["weight_shape", "int32", shape], ["bias", "float32", rng.normal(size=4).tolist()],
+    fields = [*GOOD, weight, ["weight_shape", "int32", shape],
+              ["bias", "float32", rng.normal(size=4).tolist()],
               ["quant_type", "char", qtype], ["x_scale", "float32", [0.02]],
               ["weight_scale", "float32", rng.uniform(0.001, 0.1, 4).tolist()]]
     if output_scale:

@@ -127,7 +127,8 @@ def test_quantized_x_accepted_with_float_offset_and_mask(x):
         network = {"plugin_layers": [{"name": "dcnq", "inputs": [x, "HALF", "HALF"], "outputs": [output]}]}
         builder.check_plugin_types(network, ["dcnq"], strongly_typed=True)
     refused = [([x, "HALF", "FLOAT"], True, "its inputs are"), ([x, x, x], False, f"input 1 is {x}"),
-               ([x, "FLOAT", "FLOAT", "FLOAT"], False, f"input 0 is {x}"), (["HALF", x, "HALF"], False, "input 1")]
+               ([x, "FLOAT", "FLOAT", "FLOAT"], False, f"input 0 is {x}"),
+               (["HALF", x, "HALF"], False, "input 1")]
     for inputs, typed, words in refused:
         network = {"plugin_layers": [{"name": "dcnq", "inputs": inputs, "outputs": ["HALF"]}]}
         with pytest.raises(BuildError, match=words):
