@@ -86,36 +86,11 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     barSync(15, C::CONSUMERS); // the staged tile is complete
     int const rows = min(min(a.mg - m0, C::BM), r1); // rows of the tile that exist, up to r1
     int64_t const pixLeft = a.pixels - p0;
-    if constexpr (dcn::simple::kQuantized<T>)
+    if (dcn::simple::kQuantized<T> || partial != nullptr || sizeof(T) == 4)
     {
-        // Quantized layers (no K split): sums times their scale plus bias, converted to a.outType;
-        // each warp stores 32 consecutive pixels of one channel.
-        (void)split;
-        (void)partial;
-        constexpr int CSTEP = C::CONSUMERS / C::BN;
-        float const* const sScale = sBias + C::BM;
-        int const px = tid % C::BN;
-        int const c0 = tid / C::BN;
-        if (px >= pixLeft)
-            return;
-        int64_t const p = p0 + px;
-        uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-        int64_t at = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
-            + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
-        int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
-#pragma unroll 4
-        for (int i = 0; i < C::BM / CSTEP; ++i, at += step)
-        {
-            int const c = c0 + i * CSTEP;
-            if (c >= r0 && c < rows)
-                dcn::simple::storeAs(out, at, sT[c * LDT + px] * sScale[c] + sBias[c], a.outType, a.outScale);
-        }
-        return;
-    }
-    else if (partial != nullptr || sizeof(T) == 4)
-    {
-        // 4-byte destinations (FP32 partial sums or output): each warp stores 32 consecutive pixels
-        // of one channel, 128 bytes per instruction (measured on an H200: 16-byte items of 4 pixels
+        // 4-byte destinations (FP32 partial sums or output), and quantized layers' outputs: each warp
+        // stores 32 consecutive pixels of one channel, 128 bytes per instruction for 4-byte types
+        // (measured on an H200: 16-byte items of 4 pixels
         // are no faster, and 8-pixel items stored as two 16-byte halves make the split layers about
         // 10 us slower).
         constexpr int CSTEP = C::CONSUMERS / C::BN;
@@ -139,16 +114,24 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
             }
             return;
         }
+        // Quantized layers (8-bit T, no K split): the sums times their scales, plus bias, as a.outType.
         uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
-        T* dst = out + n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
+        int64_t at = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
             + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
         int64_t const step = static_cast<int64_t>(CSTEP) * a.howo;
 #pragma unroll 8
-        for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+        for (int i = 0; i < C::BM / CSTEP; ++i, at += step)
         {
             int const c = c0 + i * CSTEP;
-            if (c >= r0 && c < rows)
-                *dst = dcn::simple::fromFloat<T>(sT[c * LDT + px] + sBias[c]);
+            if (c < r0 || c >= rows)
+                continue;
+            if constexpr (dcn::simple::kQuantized<T>)
+            {
+                float const scale = sBias[C::BM + c]; // staged after the biases (stageTile)
+                dcn::simple::storeAs(out, at, sT[c * LDT + px] * scale + sBias[c], a.outType, a.outScale);
+            }
+            else
+                out[at] = dcn::simple::fromFloat<T>(sT[c * LDT + px] + sBias[c]);
         }
         return;
     }

@@ -23,7 +23,7 @@ from pathlib import Path
 import onnx
 import pytest
 from cli_runner import invoke, one_json
-from conftest import REPO, trt_header_dirs
+from conftest import REPO
 from onnx import helper
 from support import samples
 
@@ -55,21 +55,6 @@ def cache_dir(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DCNCONVERT_CACHE_DIR", str(folder))
         yield folder
-
-
-@pytest.fixture(scope="session")
-def plugin_lib() -> Path:
-    """The TensorRT-RTX plugin library (built against TensorRT 11's headers, whose plugin ABI
-    TensorRT-RTX 1.5 and newer share)."""
-    sys.path.insert(0, str(REPO / "tests" / "harness"))
-    import plugin_build as pb
-
-    if pb.nvcc() is None:
-        pytest.skip("trt_rtx: nvcc is needed to build the plugin library")
-    elevens = pb.oldest_per_major(trt_header_dirs()).get(11)
-    if elevens is None:
-        pytest.skip("trt_rtx: TensorRT 11 headers are needed to build the TensorRT-RTX plugin library")
-    return pb.build_rtx(elevens)
 
 
 def convert(model: Path, out: Path, lib: Path, *args) -> tuple[object, dict]:

@@ -12,14 +12,10 @@ Needs TensorRT-RTX (``trt_rtx``), TensorRT 11 headers and nvcc for the plugin li
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from conftest import REPO, trt_header_dirs
 from onnx import TensorProto, helper, numpy_helper
 
 from dcnconvert import schema
@@ -39,19 +35,6 @@ def cache_dir(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DCNCONVERT_CACHE_DIR", str(folder))
         yield folder
-
-
-@pytest.fixture(scope="module")
-def plugin_lib() -> Path:
-    sys.path.insert(0, str(REPO / "tests" / "harness"))
-    import plugin_build as pb
-
-    if pb.nvcc() is None:
-        pytest.skip("trt_rtx: nvcc is needed to build the plugin library")
-    elevens = pb.oldest_per_major(trt_header_dirs()).get(11)
-    if elevens is None:
-        pytest.skip("trt_rtx: TensorRT 11 headers are needed to build the TensorRT-RTX plugin library")
-    return pb.build_rtx(elevens)
 
 
 def quant_model(qtype: str, output_scale: bool, channels: int = 32) -> onnx.ModelProto:
