@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from dcnconvert import log
+from dcnconvert import log, schema
 from dcnconvert.errors import ModelError, NoMatchError, UsageError
 from dcnconvert.model.opsets import opset_version
 from dcnconvert.quantize import calibrate, qdq
@@ -109,8 +109,9 @@ def quantize_model(model: onnx.ModelProto, qtype: str, feeds: Sequence[Mapping[s
     """
     from dcnconvert.match import finder
 
-    if qtype not in qdq.QMAX:
-        raise UsageError(f"unknown quantized type '{qtype}'", hint=f"use one of {', '.join(qdq.QMAX)}")
+    if qtype not in schema.QUANT_TYPES:
+        raise UsageError(f"unknown quantized type '{qtype}'",
+                         hint=f"use one of {', '.join(schema.QUANT_TYPES)}")
     logger = log.get_logger()
     model, upgraded_from = upgrade_opset(model, qtype)
     if upgraded_from is not None:

@@ -9,9 +9,10 @@ For each DCN node (any form :mod:`dcnconvert.match` finds, with a constant weigh
 - offset, mask, bias: untouched (the quantized DCN keeps them in float);
 - output (``quantize_output``): ``QuantizeLinear -> DequantizeLinear`` per tensor with ``amax(out) / QMAX``.
 
-QMAX is 127 for ``int8`` (symmetric INT8, zero point 0) and 448 for ``fp8e4m3`` (FLOAT8E4M3FN). Node
-and tensor names follow ModelOpt's: ``<tensor>_QuantizeLinear``, ``<tensor>_DequantizeLinear``,
-their outputs ``..._Output``, initializers ``<tensor>_scale`` and ``<tensor>_zero_point``.
+QMAX (``model.quantized.QUANT_MAX``) is 127 for ``int8`` (symmetric INT8, zero point 0) and 448 for
+``fp8e4m3`` (FLOAT8E4M3FN). Node and tensor names follow ModelOpt's: ``<tensor>_QuantizeLinear``,
+``<tensor>_DequantizeLinear``, their outputs ``..._Output``, initializers ``<tensor>_scale`` and
+``<tensor>_zero_point``.
 """
 
 from __future__ import annotations
@@ -25,20 +26,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 from dcnconvert import schema
 from dcnconvert.errors import ModelError
+from dcnconvert.model.quantized import QUANT_MAX
 
-__all__ = ["QMAX", "QUANT_ONNX_TYPES", "LayerPlan", "constant_value", "insert_qdq", "required_opset",
-           "scale_from_amax", "weight_scales"]
-
-#: The largest magnitude of each quantized type (``schema.QUANT_TYPES`` names).
-QMAX: dict[str, float] = {"int8": 127.0, "fp8e4m3": 448.0}
-
-#: The ONNX element type of each quantized type.
-QUANT_ONNX_TYPES: dict[str, int] = {"int8": TensorProto.INT8, "fp8e4m3": TensorProto.FLOAT8E4M3FN}
+__all__ = ["LayerPlan", "constant_value", "insert_qdq", "required_opset", "scale_from_amax", "weight_scales"]
 
 #: Default-domain opset the inserted nodes need: per-channel Q/DQ needs 13, FLOAT8E4M3FN needs 19.
 _MIN_OPSET: dict[str, int] = {"int8": 13, "fp8e4m3": 19}
 
-assert set(QMAX) == set(schema.QUANT_TYPES) == set(QUANT_ONNX_TYPES)
+assert set(QUANT_MAX) == set(schema.QUANT_TYPES) == set(_MIN_OPSET)
 
 
 def required_opset(qtype: str) -> int:
@@ -49,7 +44,7 @@ def required_opset(qtype: str) -> int:
 def scale_from_amax(amax: np.ndarray | float, qtype: str) -> np.ndarray:
     """``amax / QMAX`` (float64); 1 where ``amax`` is 0 or too small for a float32 scale."""
     a = np.asarray(amax, dtype=np.float64)
-    scale = a / QMAX[qtype]
+    scale = a / QUANT_MAX[qtype]
     return np.where(scale >= np.finfo(np.float32).tiny, scale, 1.0)
 
 

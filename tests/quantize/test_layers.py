@@ -11,7 +11,8 @@ import pytest
 from onnx import numpy_helper
 
 from dcnconvert.errors import ModelError, NoMatchError, UsageError
-from dcnconvert.quantize import layers, qdq
+from dcnconvert.model.quantized import QUANT_MAX
+from dcnconvert.quantize import layers
 from dcnconvert.transform import standard
 from tests.support import quant, samples
 
@@ -85,9 +86,9 @@ def test_qdq_model_is_the_quantized_math_and_close_to_float(form, kw, qtype):
 
     x_amax = max(float(np.abs(f["x"]).max()) for f in feeds)
     assert report["amax"] == {"x": pytest.approx(x_amax, rel=1e-7)}
-    x_scale = x_amax / qdq.QMAX[qtype]
+    x_scale = x_amax / QUANT_MAX[qtype]
     w = _init(model, "weight")
-    w_scale = np.abs(w).reshape(w.shape[0], -1).max(axis=1) / qdq.QMAX[qtype]
+    w_scale = np.abs(w).reshape(w.shape[0], -1).max(axis=1) / QUANT_MAX[qtype]
     assert _init(out, "x_scale") == pytest.approx(x_scale, rel=1e-6)
     np.testing.assert_allclose(_init(out, "weight_scale"), w_scale, rtol=1e-6)
     bias = _init(model, "bias") if "bias" in {i.name for i in model.graph.initializer} else None

@@ -8,6 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 
+from dcnconvert.model.quantized import ONNX_TYPE_OF, QUANT_MAX
 from dcnconvert.quantize import qdq
 from tests.support import samples
 
@@ -22,7 +23,7 @@ def test_weight_scales_are_channel_amax_over_qmax(qtype):
     expect[2] = 1.0  # an all-zero channel gets scale 1 (any positive scale represents it exactly)
     np.testing.assert_array_equal(scales, expect)
     # Every weight value then lies inside the type's range: no channel saturates.
-    assert np.all(np.abs(w) / scales[:, None, None, None] <= qdq.QMAX[qtype] * (1 + 1e-12))
+    assert np.all(np.abs(w) / scales[:, None, None, None] <= QUANT_MAX[qtype] * (1 + 1e-12))
 
 
 def test_scale_from_amax_zero_and_tiny():
@@ -58,7 +59,7 @@ def test_pattern_around_a_deformconv(qtype):
     by_out = {o: n for n in out.graph.node for o in n.output}
     dcn = next(n for n in out.graph.node if n.op_type == "DeformConv")
     inits = _inits(out)
-    zp_type = qdq.QUANT_ONNX_TYPES[qtype]
+    zp_type = ONNX_TYPE_OF[qtype]
 
     dq_x = by_out[dcn.input[0]]
     q_x = by_out[dq_x.input[0]]

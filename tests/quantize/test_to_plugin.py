@@ -10,7 +10,8 @@ import pytest
 from onnx import helper, numpy_helper
 
 from dcnconvert import api, schema
-from dcnconvert.quantize import layers, qdq
+from dcnconvert.model.quantized import QUANT_MAX
+from dcnconvert.quantize import layers
 from dcnconvert.transform import standard
 from tests.support import samples
 
@@ -44,6 +45,6 @@ def test_quantized_layers_become_quantized_plugin_nodes(form, qtype, quantize_ou
     else:
         assert "output_scale" not in attrs
     w_q = numpy_helper.to_array(attrs["weight"]).astype(np.float64)
-    assert np.abs(w_q).max() <= qdq.QMAX[qtype]
+    assert np.abs(w_q).max() <= QUANT_MAX[qtype]
     fresh = samples.input_feeds(model, seed + 50)
     np.testing.assert_array_equal(_run(rewritten, fresh), _run(quantized, fresh))

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from support import core
-from support.core_cases import Case, round_to
+from support.core_cases import Case, params_for, round_to
 from support.quant import QMAX, dcn_quant, quantize, sample_rounding_bound
 from support.reference import modulated_deform_conv2d
 
@@ -84,18 +84,7 @@ def from_bytes(values: np.ndarray, qtype: str) -> np.ndarray:
 
 def params(case: Case, qtype: str, fdtype: str, inputs: dict, *, algo: int, out_scale: float | None):
     quant, qdt = QUANT[qtype]
-    p = core.make_params(
-        (case.n, case.c, case.h, case.w),
-        (case.cout, case.c // case.group, *case.kernel),
-        stride=case.stride,
-        padding=case.padding,
-        dilation=case.dilation,
-        group=case.group,
-        deformable_group=case.dg,
-        with_bias=case.bias,
-        dtype=FLOAT_TYPES[fdtype],
-        algo=algo,
-    )
+    p = params_for(case, fdtype, algo)
     p.quant = quant
     p.xScale = inputs["x_scale"]
     p.outType = qdt if out_scale is not None else FLOAT_TYPES[fdtype]
