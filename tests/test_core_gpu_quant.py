@@ -4,8 +4,9 @@ Every run is compared with two float64 models of tests/support/quant.py and the 
 result (tests/support/core_quant.py says why and derives the bounds):
 
 * the Q/DQ graph's math (samples not rounded): every element within ``core_quant.allowed``;
-* the core's own math (samples rounded in float64): at least 99% of the elements within the FP32
-  arithmetic's bound (the rest are samples that FP32 rounds to the neighbouring step);
+* the core's own math (FP16 interpolation and sample rounding emulated in float64): at least 99% of
+  the elements within the FP32 arithmetic's bound, FP8 plus a share of the tensor cores' sums (the
+  rest hold samples whose FP32 corner weights round to a neighbouring FP16 value);
 * the unquantized float64 layer: relative L2 error below 0.1 (quantization noise; reported).
 
 Inputs are fresh each session (``core_quant.SESSION_SEED``, printed; DCN_TEST_SEED repeats a run).
@@ -34,6 +35,8 @@ QUANT_CASES: list[Case] = [
 QTYPES = ("int8", "fp8e4m3")
 FDTYPES = ("float32", "float16")
 PATHS = ((False, False), (True, True))  # (channel_last, prepared)
+#: Error of the FP8 tensor-core sums, as a share of the chunk's absolute sum (see check_float).
+FP8_CHUNK_SUM = 2.0**-12
 
 _REFS: dict[tuple[str, str, str], tuple[dict, dict]] = {}
 
@@ -65,6 +68,10 @@ def check_float(case: Case, qtype: str, fdtype: str, inputs: dict, refs: dict, o
     assert worst <= 1.0, f"error against the Q/DQ model exceeds its bound by x{worst:.3f} {seed}"
     ref_max = float(np.abs(refs["core_math"]).max())
     tight = core_quant.U_OUT[fdtype] * np.abs(refs["core_math"]) + 1e-5 * ref_max + 2.0**-24
+    if qtype == "fp8e4m3":
+        # The tensor cores' FP8 sums keep fewer bits than FP32 (dcnParams.h); each 128-channel chunk's
+        # sum is added in FP32, so its error is a small part of that chunk's absolute sum.
+        tight = tight + FP8_CHUNK_SUM * refs["abs"]
     within = float((np.abs(out - refs["core_math"]) <= tight).mean())
     assert within >= 0.99, f"only {within:.4f} of the outputs match the core's math in float64 {seed}"
     rel_float = float(np.linalg.norm(out - refs["float"]) / np.linalg.norm(refs["float"]))

@@ -28,10 +28,13 @@ from onnx import helper, numpy_helper
 from dcnconvert import schema
 from dcnconvert.model.quantized import QUANT_MAX
 
-#: The largest rounding step of one sample, in units of ``x_scale``.
+#: The largest error of one sample against the Q/DQ graph's, in units of ``x_scale``, for masks in
+#: [0, 1]: the kernels' FP16 interpolation (at most 5 * 2**-11 of the largest sample,
+#: plugin_src/core/dcnParams.h) and the rounding to the type (INT8 half a unit; FP8 half the ulp of
+#: 256..448).
 SAMPLE_STEP: dict[str, float] = {
-    "int8": 0.5,
-    "fp8e4m3": 0.5 * 2.0 ** (np.floor(np.log2(QUANT_MAX["fp8e4m3"])) - 3),  # 16: half the ulp of 256..448
+    "int8": 0.5 + 5.0 * 2.0**-11 * 128.0,
+    "fp8e4m3": 0.5 * 2.0 ** (np.floor(np.log2(QUANT_MAX["fp8e4m3"])) - 3) + 5.0 * 2.0**-11 * QUANT_MAX["fp8e4m3"],
 }
 
 

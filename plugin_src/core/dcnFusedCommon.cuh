@@ -154,9 +154,9 @@ __device__ __forceinline__ void planCell(FusedArgs const& a, int kp, uint32_t n,
 }
 
 /* Builds the plan of deformable group dg into slot `slot` (producer threads only): entry
- * (kp, pixel) of every kernel point and pixel of the tile, see planCell. PACK16 (FP16 only): the
- * four corner weights are stored rounded to T, as two pairs (w00, w01), (w10, w11) in the first 8
- * bytes of the entry, for the packed interpolation of dcnFusedNhwc.cuh. Each thread loads the
+ * (kp, pixel) of every kernel point and pixel of the tile, see planCell. PACK16 (FP16 and the 8-bit
+ * types): the four corner weights are stored rounded to FP16, as two pairs (w00, w01), (w10, w11) in
+ * the first 8 bytes of the entry, for the packed interpolation of dcnFusedNhwc.cuh. Each thread loads the
  * offsets and masks of kPlanBatch entries before it computes any of them: the plan is on the
  * critical path of every block (the first gathers wait for it), and one entry after another costs
  * a round trip to memory per entry (NTile::PLAN_BATCH says where more than one is used). */
@@ -208,9 +208,9 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
             int const at = (slot * a.kk + kp) * C::BN + pl;
             if constexpr (PACK16)
             {
-                using P2 = typename Pair<T>::type;
-                P2 const top = Pair<T>::two(wv.x, wv.y);
-                P2 const bottom = Pair<T>::two(wv.z, wv.w);
+                using P2 = typename Pair<__half>::type;
+                P2 const top = Pair<__half>::two(wv.x, wv.y);
+                P2 const bottom = Pair<__half>::two(wv.z, wv.w);
                 uint2 bits;
                 bits.x = *reinterpret_cast<uint32_t const*>(&top);
                 bits.y = *reinterpret_cast<uint32_t const*>(&bottom);

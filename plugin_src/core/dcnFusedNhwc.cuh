@@ -299,10 +299,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             {
                 int const j = h * C::PXU + u;
                 uint4 res;
-                if constexpr (C::PACK16)
+                if constexpr (C::PACK16 && dcn::simple::kQuantized<T>)
+                    res = interpPackedQuant<T>(R.w[u], R.v[u]);
+                else if constexpr (C::PACK16)
                     res = interpPacked<T>(R.w[u], R.v[u]);
-                else if constexpr (dcn::simple::kQuantized<T>)
-                    res = interpQuant<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
                 else if constexpr (PLAN32)
                     res = interpFloat<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
                 else

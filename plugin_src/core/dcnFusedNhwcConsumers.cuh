@@ -228,6 +228,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         float tmp[C::SPLIT == 2 ? C::MT : 1][C::SPLIT == 2 ? C::NT : 1][4]; // 3xTF32: a chunk's sums
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
+        constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
+        float fresh[FP8 ? C::SWAP_N / 2 : 1] = {}; // FP8: one chunk's sums of one MMA slice
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
@@ -242,7 +244,33 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             fenceProxyAsync();
             uint32_t const aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
-            if constexpr (C::SPLIT == 2)
+            if constexpr (FP8)
+            {
+                // FP8: the tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3
+                // report, section 3.3.2: about 14), so each chunk's products (128 channels) go into
+                // a fresh sum, one 128-channel MMA slice at a time, added to acc by FP32 adds.
+#pragma unroll
+                for (int ns = 0; ns < C::BM / C::CWG / C::SWAP_N; ++ns)
+                {
+                    wgmmaFence();
+#pragma unroll
+                    for (int ks = 0; ks < KSTEPS; ++ks)
+                        wgmmaE4m3(fresh, wgmmaDesc(bS + ks * 32), wgmmaDesc(aS + ns * C::SWAP_N * 128 + ks * 32), ks > 0);
+                    wgmmaCommit();
+                    wgmmaWait<0>();
+                    float* const sum = &acc[0][0][0] + ns * C::SWAP_N / 2;
+#pragma unroll
+                    for (int i = 0; i < C::SWAP_N / 2; ++i)
+                    {
+                        wgmmaFenceOperand(fresh[i]);
+                        sum[i] += fresh[i];
+                    }
+                }
+                if (kc + C::STAGES < nChunks)
+                    mbarArrive(emptyS + 8 * s);
+                continue;
+            }
+            else if constexpr (C::SPLIT == 2)
             {
                 // 3xTF32: the chunk's products go into a fresh sum (tmp), added to acc by FP32 adds
                 // once they are done, so that the tensor cores' accumulation error stays confined to
@@ -270,36 +298,39 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                     mbarArrive(emptyS + 8 * s);
                 continue;
             }
-            wgmmaFence();
-#pragma unroll
-            for (int ks = 0; ks < KSTEPS; ++ks)
+            else
             {
-                if constexpr (C::SWAP)
+                wgmmaFence();
 #pragma unroll
-                    for (int ns = 0; ns < C::BM / C::CWG / C::SWAP_N; ++ns)
-                        wgmmaAsync<T, C::SWAP_N>(&acc[0][0][0] + ns * C::SWAP_N / 2, wgmmaDesc(bS + ks * 32),
-                            wgmmaDesc(aS + ns * C::SWAP_N * 128 + ks * 32));
-                else
-#pragma unroll
-                    for (int mt = 0; mt < C::MT; ++mt)
-                        wgmmaAsync<T, C::BN>(
-                            &acc[mt][0][0], wgmmaDesc(aS + mt * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32));
-            }
-            wgmmaCommit();
-            // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
-            wgmmaWait<1>();
-            if (kc > 0 && kc - 1 + C::STAGES < nChunks)
-            {
-                int const sf = (kc - 1) % C::STAGES;
-                if constexpr (C::PAIR) // on the block that fills stage sf (rank sf % 2)
+                for (int ks = 0; ks < KSTEPS; ++ks)
                 {
-                    if (static_cast<uint32_t>(sf & 1) == rank)
-                        mbarArrive(emptyS + 8 * sf);
+                    if constexpr (C::SWAP)
+#pragma unroll
+                        for (int ns = 0; ns < C::BM / C::CWG / C::SWAP_N; ++ns)
+                            wgmmaAsync<T, C::SWAP_N>(&acc[0][0][0] + ns * C::SWAP_N / 2, wgmmaDesc(bS + ks * 32),
+                                wgmmaDesc(aS + ns * C::SWAP_N * 128 + ks * 32));
                     else
-                        mbarArriveRemote(emptyS + 8 * sf + peer);
+#pragma unroll
+                        for (int mt = 0; mt < C::MT; ++mt)
+                            wgmmaAsync<T, C::BN>(
+                                &acc[mt][0][0], wgmmaDesc(aS + mt * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32));
                 }
-                else
-                    mbarArrive(emptyS + 8 * sf);
+                wgmmaCommit();
+                // Chunk kc's MMAs stay in flight; chunk kc - 1's are done, so its stage may be refilled.
+                wgmmaWait<1>();
+                if (kc > 0 && kc - 1 + C::STAGES < nChunks)
+                {
+                    int const sf = (kc - 1) % C::STAGES;
+                    if constexpr (C::PAIR) // on the block that fills stage sf (rank sf % 2)
+                    {
+                        if (static_cast<uint32_t>(sf & 1) == rank)
+                            mbarArrive(emptyS + 8 * sf);
+                        else
+                            mbarArriveRemote(emptyS + 8 * sf + peer);
+                    }
+                    else
+                        mbarArrive(emptyS + 8 * sf);
+                }
             }
         }
         // PAIR: this block arrives on the other's mbarriers no more; the wait at the end keeps both

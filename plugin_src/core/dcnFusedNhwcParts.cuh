@@ -68,45 +68,21 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
     return res;
 }
 
-/* Bilinear sum of one task of 16 quantized channels (INT8, FP8 E4M3) in FP32 from the corner
- * values, rounded to T (dcnParams.h). The bytes become floats without the conversion unit: INT8 as
- * 2^23 + (b + 128) built by a byte permute and one exact subtraction; FP8 pairs through FP16 pairs.
- * The sums are those of interpFloat (same order), and so is the rounding. */
-__device__ __forceinline__ void bytesToFloats(uint32_t word, float (&f)[4], int8_t const*)
-{
-    uint32_t const u = word ^ 0x80808080u; // b + 128 in each byte
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-        f[k] = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7540u + k)) - 8388736.0f;
-}
-__device__ __forceinline__ void bytesToFloats(uint32_t word, float (&f)[4], __nv_fp8_e4m3 const*)
-{
-    __half2_raw const lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word & 0xFFFFu), __NV_E4M3);
-    __half2_raw const hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3);
-    float2 const a = __half22float2(*reinterpret_cast<__half2 const*>(&lo));
-    float2 const b = __half22float2(*reinterpret_cast<__half2 const*>(&hi));
-    f[0] = a.x;
-    f[1] = a.y;
-    f[2] = b.x;
-    f[3] = b.y;
-}
-__device__ __forceinline__ uint32_t floatsToBytes(float const (&f)[4], int8_t const*)
-{
-    uint32_t b[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) // 1.5 * 2^23 + r: r (rounded to nearest even) in the low byte
-        b[k] = __float_as_uint(fminf(fmaxf(f[k], -128.0f), 127.0f) + 12582912.0f);
-    return __byte_perm(__byte_perm(b[0], b[1], 0x0040u), __byte_perm(b[2], b[3], 0x0040u), 0x5410u);
-}
-__device__ __forceinline__ uint32_t floatsToBytes(float const (&f)[4], __nv_fp8_e4m3 const*)
-{
-    uint32_t const lo = __nv_cvt_float2_to_fp8x2(make_float2(f[0], f[1]), __NV_SATFINITE, __NV_E4M3);
-    uint32_t const hi = __nv_cvt_float2_to_fp8x2(make_float2(f[2], f[3]), __NV_SATFINITE, __NV_E4M3);
-    return lo | (hi << 16);
-}
+/* Bilinear sum of one task of 16 quantized channels (INT8, FP8 E4M3) in FP16 pairs, rounded to T:
+ * the corners become FP16 pairs (exact: dcnElements.cuh, halfPairs), the corner weights come
+ * rounded to FP16 from the plan, and each pair takes one product and three fused multiply-adds, as
+ * the FP16 layers' tasks do (interpPacked) and in the order the simple kernel uses (quantSample). */
 template <typename T>
-__device__ __forceinline__ uint4 interpQuant(float4 wv, uint4 const (&v)[4])
+__device__ __forceinline__ uint4 interpPackedQuant(uint2 w, uint4 const (&v)[4])
 {
+    using dcn::simple::bytesOfHalfPairs;
+    using dcn::simple::halfPairs;
+    __half2 const top = *reinterpret_cast<__half2 const*>(&w.x);
+    __half2 const bottom = *reinterpret_cast<__half2 const*>(&w.y);
+    __half2 const w00 = __low2half2(top);
+    __half2 const w01 = __high2half2(top);
+    __half2 const w10 = __low2half2(bottom);
+    __half2 const w11 = __high2half2(bottom);
     uint32_t const* const c00 = reinterpret_cast<uint32_t const*>(&v[0]);
     uint32_t const* const c01 = reinterpret_cast<uint32_t const*>(&v[1]);
     uint32_t const* const c10 = reinterpret_cast<uint32_t const*>(&v[2]);
@@ -117,20 +93,20 @@ __device__ __forceinline__ uint4 interpQuant(float4 wv, uint4 const (&v)[4])
 #pragma unroll
     for (int i = 0; i < 4; ++i)
     {
-        float a[4], b[4], c[4], d[4], sv[4];
-        bytesToFloats(c00[i], a, tag);
-        bytesToFloats(c01[i], b, tag);
-        bytesToFloats(c10[i], c, tag);
-        bytesToFloats(c11[i], d, tag);
+        __half2 a[2], b[2], c[2], d[2], sv[2];
+        halfPairs(c00[i], a, tag);
+        halfPairs(c01[i], b, tag);
+        halfPairs(c10[i], c, tag);
+        halfPairs(c11[i], d, tag);
 #pragma unroll
-        for (int k = 0; k < 4; ++k)
+        for (int k = 0; k < 2; ++k)
         {
-            float s = wv.x * a[k];
-            s = fmaf(wv.y, b[k], s);
-            s = fmaf(wv.z, c[k], s);
-            sv[k] = fmaf(wv.w, d[k], s);
+            __half2 s = __hmul2(w00, a[k]);
+            s = __hfma2(w01, b[k], s);
+            s = __hfma2(w10, c[k], s);
+            sv[k] = __hfma2(w11, d[k], s);
         }
-        o[i] = floatsToBytes(sv, tag);
+        o[i] = bytesOfHalfPairs(sv, tag);
     }
     return res;
 }

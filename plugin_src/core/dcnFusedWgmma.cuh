@@ -161,7 +161,9 @@ DCN_WGMMA_M64N128K16(__nv_bfloat16, "bf16")
 /* 8-bit operands (quantized layers): d (64 registers per thread, the m64n128 accumulator fragment)
  * += A (64 x 32) * B (32 x 128), both K-major from shared memory as above (a k32 step is 32 bytes of
  * a 128-byte row). INT8 sums in INT32 registers (d holds their bits: exact for any K the layers
- * have); FP8 E4M3 in FP32. The 8-bit tiles are swapped ones of 128 output channels per MMA. */
+ * have). FP8 E4M3 (wgmmaE4m3): d = (accumulate ? d : 0) + A * B in the tensor cores' FP8 sums, which
+ * the consumers start afresh every chunk (dcnFusedNhwcConsumers.cuh). The 8-bit tiles are swapped
+ * ones of 128 output channels per MMA. */
 #ifdef DCN_WGMMA_DEVICE
 template <>
 __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA, uint64_t descB)
@@ -174,15 +176,14 @@ __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA
                  : "+r"(r[0]), "+r"(r[1]), "+r"(r[2]), "+r"(r[3]), "+r"(r[4]), "+r"(r[5]), "+r"(r[6]), "+r"(r[7]), "+r"(r[8]), "+r"(r[9]), "+r"(r[10]), "+r"(r[11]), "+r"(r[12]), "+r"(r[13]), "+r"(r[14]), "+r"(r[15]), "+r"(r[16]), "+r"(r[17]), "+r"(r[18]), "+r"(r[19]), "+r"(r[20]), "+r"(r[21]), "+r"(r[22]), "+r"(r[23]), "+r"(r[24]), "+r"(r[25]), "+r"(r[26]), "+r"(r[27]), "+r"(r[28]), "+r"(r[29]), "+r"(r[30]), "+r"(r[31]), "+r"(r[32]), "+r"(r[33]), "+r"(r[34]), "+r"(r[35]), "+r"(r[36]), "+r"(r[37]), "+r"(r[38]), "+r"(r[39]), "+r"(r[40]), "+r"(r[41]), "+r"(r[42]), "+r"(r[43]), "+r"(r[44]), "+r"(r[45]), "+r"(r[46]), "+r"(r[47]), "+r"(r[48]), "+r"(r[49]), "+r"(r[50]), "+r"(r[51]), "+r"(r[52]), "+r"(r[53]), "+r"(r[54]), "+r"(r[55]), "+r"(r[56]), "+r"(r[57]), "+r"(r[58]), "+r"(r[59]), "+r"(r[60]), "+r"(r[61]), "+r"(r[62]), "+r"(r[63])
                  : "l"(descA), "l"(descB), "n"(1));
 }
-template <>
-__device__ __forceinline__ void wgmmaAsync<__nv_fp8_e4m3, 128>(float* d, uint64_t descA, uint64_t descB)
+__device__ __forceinline__ void wgmmaE4m3(float* d, uint64_t descA, uint64_t descB, int accumulate)
 {
     asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
                  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
                  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
                  "%64, %65, p, 1, 1;\n\t}"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(descA), "l"(descB), "n"(1));
+                 : "l"(descA), "l"(descB), "r"(accumulate));
 }
 #else
 template <>
@@ -193,12 +194,12 @@ __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA
     (void)descB;
     DCN_WGMMA_MISSING();
 }
-template <>
-__device__ __forceinline__ void wgmmaAsync<__nv_fp8_e4m3, 128>(float* d, uint64_t descA, uint64_t descB)
+__device__ __forceinline__ void wgmmaE4m3(float* d, uint64_t descA, uint64_t descB, int accumulate)
 {
     (void)d;
     (void)descA;
     (void)descB;
+    (void)accumulate;
     DCN_WGMMA_MISSING();
 }
 #endif

@@ -15,8 +15,8 @@
  * path. Bias is added in the epilogue and the result is rounded once to the output type.
  * Coordinates (integer part + FP32 fraction), bilinear weights and accumulation are FP32 for every
  * element type; every element offset into x, offset, mask, weight and out is 64-bit. A quantized
- * layer (INT8 or FP8 x and weights) rounds each sample to its type before the product and scales
- * the sums in the epilogue (dcnParams.h).
+ * layer (INT8 or FP8 x and weights) interpolates in FP16 as its fused kernels do, rounds each sample
+ * to its type before the product and scales the sums in the epilogue (dcnParams.h).
  *
  * The per-row bookkeeping of a K chunk (channel, kernel point, deformable group) is the same for
  * every pixel, so 16 threads compute it once per chunk into a double-buffered shared table while
@@ -25,6 +25,7 @@
 #ifndef DCN_SIMPLE_KERNEL_CUH
 #define DCN_SIMPLE_KERNEL_CUH
 
+#include "dcnElements.cuh"
 #include "dcnParams.h"
 
 #include <cuda_bf16.h>
@@ -58,105 +59,6 @@ static_assert(kBK <= 32, "row table filled by one warp");
 #ifndef DCN_SIMPLE_MIN_BLOCKS
 #define DCN_SIMPLE_MIN_BLOCKS 4
 #endif
-
-template <typename T>
-__device__ __forceinline__ float toFloat(T v);
-template <>
-__device__ __forceinline__ float toFloat<float>(float v)
-{
-    return v;
-}
-template <>
-__device__ __forceinline__ float toFloat<__half>(__half v)
-{
-    return __half2float(v);
-}
-template <>
-__device__ __forceinline__ float toFloat<__nv_bfloat16>(__nv_bfloat16 v)
-{
-    return __bfloat162float(v);
-}
-
-template <>
-__device__ __forceinline__ float toFloat<int8_t>(int8_t v)
-{
-    return static_cast<float>(v);
-}
-template <>
-__device__ __forceinline__ float toFloat<__nv_fp8_e4m3>(__nv_fp8_e4m3 v)
-{
-    return static_cast<float>(v);
-}
-
-/* Quantized element types (DcnQuant): x and the weights of a quantized layer. */
-template <typename T>
-constexpr bool kQuantized = sizeof(T) == 1;
-
-template <typename T>
-__device__ __forceinline__ T fromFloat(float v);
-template <>
-__device__ __forceinline__ float fromFloat<float>(float v)
-{
-    return v;
-}
-template <>
-__device__ __forceinline__ __half fromFloat<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-/* INT8: to nearest even, saturated to [-128, 127]; FP8 E4M3: to nearest even, saturated to +-448
- * (the quantized layers' rounding, dcnParams.h). */
-template <>
-__device__ __forceinline__ int8_t fromFloat<int8_t>(float v)
-{
-    return static_cast<int8_t>(__float2int_rn(fminf(fmaxf(v, -128.0f), 127.0f)));
-}
-template <>
-__device__ __forceinline__ __nv_fp8_e4m3 fromFloat<__nv_fp8_e4m3>(float v)
-{
-    __nv_fp8_e4m3 r;
-    r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-    return r;
-}
-
-template <typename T>
-__device__ __forceinline__ float ldf(T const* p)
-{
-    return toFloat<T>(__ldg(p));
-}
-template <>
-__device__ __forceinline__ float ldf<__nv_fp8_e4m3>(__nv_fp8_e4m3 const* p)
-{
-    __nv_fp8_e4m3 v;
-    v.__x = __ldg(reinterpret_cast<unsigned char const*>(p));
-    return toFloat<__nv_fp8_e4m3>(v);
-}
-
-/* v rounded to the grid of quantized type T, as a float. */
-template <typename T>
-__device__ __forceinline__ float toGrid(float v)
-{
-    return toFloat<T>(fromFloat<T>(v));
-}
-
-/* out[i] = v converted to DcnDataType `type`; a quantized type takes v / outScale (QuantizeLinear). */
-__device__ __forceinline__ void storeAs(void* out, int64_t i, float v, int32_t type, float outScale)
-{
-    switch (type)
-    {
-    case kDCN_FLOAT32: static_cast<float*>(out)[i] = v; break;
-    case kDCN_FLOAT16: static_cast<__half*>(out)[i] = fromFloat<__half>(v); break;
-    case kDCN_BFLOAT16: static_cast<__nv_bfloat16*>(out)[i] = fromFloat<__nv_bfloat16>(v); break;
-    case kDCN_INT8: static_cast<int8_t*>(out)[i] = fromFloat<int8_t>(v / outScale); break;
-    default: static_cast<__nv_fp8_e4m3*>(out)[i] = fromFloat<__nv_fp8_e4m3>(v / outScale); break;
-    }
-}
 
 /* Problem description as the kernel sees it (all derived on the host, no division left to do
  * per launch). */
@@ -229,6 +131,47 @@ __device__ __forceinline__ float bilinear0(T const* plane, int64_t h, int64_t w,
     if (y1In && x1In)
         v11 = ldf(plane + (y1 * w + x1));
     return hy * (hx * v00 + lx * v01) + ly * (hx * v10 + lx * v11);
+}
+
+/* The quantized layers' sample (quantSample) at the position bilinear0 takes, times the mask mk:
+ * the same validity test, corner weights as the fused kernels' sampling plan forms them
+ * (dcnFusedCommon.cuh, planCell). */
+template <typename T>
+__device__ __forceinline__ float bilinearQuant(T const* plane, int64_t h, int64_t w, int32_t yBase, int32_t xBase,
+    float dy, float dx, float mk)
+{
+    constexpr float kFar = 1.0e9f;
+    if (!(fabsf(dy) <= kFar && fabsf(dx) <= kFar))
+        return 0.0f;
+    float const fy = floorf(dy);
+    float const fx = floorf(dx);
+    int64_t const y0 = static_cast<int64_t>(yBase) + static_cast<int64_t>(fy);
+    int64_t const x0 = static_cast<int64_t>(xBase) + static_cast<int64_t>(fx);
+    float const ly = dy - fy;
+    float const lx = dx - fx;
+    bool const yIn = (y0 >= 0 || (y0 == -1 && ly > 0.0f)) && y0 < h;
+    bool const xIn = (x0 >= 0 || (x0 == -1 && lx > 0.0f)) && x0 < w;
+    if (!(yIn && xIn))
+        return 0.0f;
+    bool const y0In = y0 >= 0;
+    bool const x0In = x0 >= 0;
+    bool const y1In = y0 + 1 < h;
+    bool const x1In = x0 + 1 < w;
+    float const wy0 = y0In ? (1.0f - ly) : 0.0f;
+    float const wy1 = y1In ? ly : 0.0f;
+    float const wx0 = x0In ? (1.0f - lx) : 0.0f;
+    float const wx1 = x1In ? lx : 0.0f;
+    float const wt[4] = {mk * wy0 * wx0, mk * wy0 * wx1, mk * wy1 * wx0, mk * wy1 * wx1};
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (y0In && x0In)
+        v[0] = ldf(plane + (y0 * w + x0));
+    if (y0In && x1In)
+        v[1] = ldf(plane + (y0 * w + x0 + 1));
+    if (y1In && x0In)
+        v[2] = ldf(plane + ((y0 + 1) * w + x0));
+    if (y1In && x1In)
+        v[3] = ldf(plane + ((y0 + 1) * w + x0 + 1));
+    return quantSample<T>(wt, v);
 }
 
 /* grid: x = pixel tiles, y = channel tiles within a group, z = group.
@@ -357,11 +300,13 @@ __global__ void __launch_bounds__(kThreads, DCN_SIMPLE_MIN_BLOCKS) dcnSimpleForw
                 float const dy = ldf(offPix + static_cast<int64_t>(oc) * a.howo);
                 float const dx = ldf(offPix + static_cast<int64_t>(oc + 1) * a.howo);
                 float const mk = ldf(maskPix + static_cast<int64_t>(rowMask[buf][row]) * a.howo);
-                v = mk
-                    * bilinear0(xImg + rowX[buf][row], a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row],
-                        dy, dx);
                 if constexpr (kQuantized<T>)
-                    v = toGrid<T>(v);
+                    v = bilinearQuant(xImg + rowX[buf][row], a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row],
+                        dy, dx, mk);
+                else
+                    v = mk
+                        * bilinear0(xImg + rowX[buf][row], a.h, a.w, yBase + rowDy[buf][row], xBase + rowDx[buf][row],
+                            dy, dx);
             }
             sS[row][sCol] = v;
         }

@@ -172,7 +172,12 @@ def references(case: Case, qtype: str, inputs: dict, out_scale: float | None = N
     )
     return {
         "qdq": dcn_quant(*args, round_samples=False, **common),
-        "core_math": dcn_quant(*args, round_samples=True, **common),
+        "core_math": dcn_quant(*args, round_samples=True, fp16_interp=True, **common),
+        # sum |w_q * s| per output, times the scales: the magnitude the FP8 tensor-core sums round at
+        "abs": dcn_quant(
+            np.abs(inputs["x_q"]), inputs["x_scale"], inputs["offset"], np.abs(inputs["mask"]),
+            np.abs(inputs["w_q"]), inputs["w_scale"], None, round_samples=False, qtype=qtype, **attrs(case),
+        ),
         "float": modulated_deform_conv2d(
             inputs["x"], inputs["offset"], inputs["mask"], inputs["weight"], inputs["bias"], **attrs(case)
         ),

@@ -1,8 +1,9 @@
 """The quantized DCN's math in NumPy (float64): the one model the core, plugin and rewrite tests share.
 
 A quantized layer (plugin_src/core/dcnParams.h, ``DcnQuant``) holds ``x = x_scale * x_q`` and
-``w[o] = w_scale[o] * w_q[o]``. Its kernels interpolate each modulated sample in FP32 from the corner
-values ``x_q`` and round it to the quantized type before the product (``round_samples=True`` here);
+``w[o] = w_scale[o] * w_q[o]``. Its kernels interpolate each modulated sample in FP16 from the corner
+values ``x_q`` (``fp16_interp=True`` here, exactly as they round) and round it to the quantized type
+before the product (``round_samples=True``);
 the Q/DQ graph it replaces feeds the dequantized ``x`` to a float convolution and rounds nothing
 there (``round_samples=False``). Both then scale the sums by ``x_scale * w_scale[o]`` and add the bias;
 a quantized output divides by ``output_scale`` and rounds once more.
@@ -51,6 +52,7 @@ def dcn_quant(
     *,
     qtype: str,
     round_samples: bool,
+    fp16_interp: bool = False,
     output_scale: float | None = None,
     **attrs: object,
 ) -> np.ndarray:
@@ -61,11 +63,14 @@ def dcn_quant(
         x_scale: the per-tensor scale of x; ``w_scale``: one scale per output channel.
         round_samples: round each modulated sample to ``qtype`` (the kernels' math) or not (the Q/DQ
             graph's).
+        fp16_interp: interpolate in float16 as the kernels do (else in float64).
         output_scale: quantize the output with this scale (values on the grid, not rescaled).
         attrs: stride, padding, dilation, group, deformable_group.
     """
     transform = (lambda s: to_grid(s, qtype)) if round_samples else None
-    sums = modulated_deform_conv2d(x_q, offset, mask, w_q, None, sample_transform=transform, **attrs)
+    sums = modulated_deform_conv2d(
+        x_q, offset, mask, w_q, None, sample_transform=transform, fp16_interp=fp16_interp, **attrs
+    )
     out = sums * (float(x_scale) * np.asarray(w_scale, dtype=np.float64))[None, :, None, None]
     if bias is not None:
         out = out + np.asarray(bias, dtype=np.float64)[None, :, None, None]
@@ -76,19 +81,23 @@ def dcn_quant(
 
 def sample_rounding_bound(w_q: np.ndarray, w_scale: np.ndarray, x_scale: float, qtype: str,
                           sample_max: float) -> np.ndarray:
-    """Per output channel, the most the sample rounding can move a float output.
+    """Per output channel, the most the kernels' sampling can move a float output from the Q/DQ graph's.
 
-    Each product ``w_q * s`` moves by at most ``|w_q| * r``, with ``r`` the largest rounding step
-    of a sample: half a unit for INT8; for FP8 half a unit in the last place of the largest sample
-    magnitude ``sample_max`` (in units of ``x_scale``), at most 2**-4 of it. So
-    ``|out - out_unrounded| <= x_scale * w_scale[o] * sum |w_q[o]| * r``.
+    Each product ``w_q * s`` moves by at most ``|w_q| * r``, with ``r`` the largest error of a sample
+    (in units of ``x_scale``; ``sample_max``: the largest sample magnitude, ``max|x_q|`` times the
+    largest mask value): the FP16 interpolation, at most ``5 * 2**-11 * sample_max`` (the four corner
+    weights rounded to FP16, each at most 2**-11 of itself, and four FP16 roundings of partial sums
+    bounded by the sample), then the rounding to the type: half a unit for INT8; for FP8 half a unit
+    in the last place of ``sample_max``, at most 2**-4 of it. So
+    ``|out - out_Q/DQ| <= x_scale * w_scale[o] * sum |w_q[o]| * r``.
     """
+    interp = 5.0 * 2.0**-11 * float(sample_max)
     if qtype == "int8":
-        r = 0.5
+        r = 0.5 + interp
     elif qtype == "fp8e4m3":
         # E4M3: 3 mantissa bits; half an ulp of the binade holding sample_max (subnormal step 2**-9).
         e = np.floor(np.log2(max(float(sample_max), 2.0 ** -6)))
-        r = 0.5 * 2.0 ** (e - 3)
+        r = 0.5 * 2.0 ** (e - 3) + interp
     else:
         raise ValueError(f"unknown quantized type {qtype!r}")
     per_o = np.abs(np.asarray(w_q, dtype=np.float64)).reshape(len(w_scale), -1).sum(axis=1)

@@ -130,6 +130,18 @@ def _check_shapes(
     return oh, ow
 
 
+def _fp16_corner_weights(ly: np.ndarray, lx: np.ndarray, scale: np.ndarray, wp: int) -> tuple:
+    """The corner weights of the quantized kernels: ``(scale * wy) * wx`` in float32, then float16."""
+    f32 = np.float32
+    ly32, lx32, m32 = ly.astype(f32), lx.astype(f32), scale.astype(f32)
+    hy32, hx32 = f32(1.0) - ly32, f32(1.0) - lx32
+
+    def weight(wy: np.ndarray, wx: np.ndarray) -> np.ndarray:
+        return ((m32 * wy) * wx).astype(np.float16).astype(np.float64)
+
+    return ((0, weight(hy32, hx32)), (1, weight(hy32, lx32)), (wp, weight(ly32, hx32)), (wp + 1, weight(ly32, lx32)))
+
+
 def modulated_deform_conv2d(
     x: np.ndarray,
     offset: np.ndarray,
@@ -143,6 +155,7 @@ def modulated_deform_conv2d(
     group: int = 1,
     deformable_group: int = 1,
     sample_transform: Callable[[np.ndarray], np.ndarray] | None = None,
+    fp16_interp: bool = False,
 ) -> np.ndarray:
     """Modulated deformable 2-D convolution in float64 (the plugin's exact semantics).
 
@@ -160,6 +173,9 @@ def modulated_deform_conv2d(
         sample_transform: applied to every modulated sample (mask times the bilinear value) before
             the product with the weights; a quantized layer rounds its samples there
             (:mod:`tests.support.quant`).
+        fp16_interp: interpolate as the quantized kernels do (plugin_src/core/dcnParams.h): corner
+            weights formed in float32 (mask times row weight times column weight) and rounded to
+            float16, the sum of the four products rounded to float16 after each step, in corner order.
 
     Returns:
         float64 array ``(N, OC, oh, ow)``.
@@ -221,14 +237,15 @@ def modulated_deform_conv2d(
         # Padded indices of the top-left corner (row y0 + 1, column x0 + 1).
         idx = (y0.astype(np.intp) + 1) * wp + (x0.astype(np.intp) + 1)
         sampled = np.zeros((n, dg, c // dg, p_count), dtype=np.float64)
-        for corner, weight_c in (
-            (0, hy * hx),
-            (1, hy * lx),
-            (wp, ly * hx),
-            (wp + 1, ly * lx),
-        ):
+        corners = ((0, hy * hx), (1, hy * lx), (wp, ly * hx), (wp + 1, ly * lx))
+        if fp16_interp:
+            corners = _fp16_corner_weights(ly, lx, scale, wp)
+        for corner, weight_c in corners:
             vals = np.take_along_axis(xpad, (idx + corner)[:, :, None, :], axis=3)
-            sampled += vals * (weight_c * scale)[:, :, None, :]
+            if fp16_interp:  # each product exact in float64, each partial sum rounded to float16
+                sampled = (sampled + vals * weight_c[:, :, None, :]).astype(np.float16).astype(np.float64)
+            else:
+                sampled += vals * (weight_c * scale)[:, :, None, :]
         if sample_transform is not None:
             sampled = sample_transform(sampled)
         cols = sampled.reshape(n, group, cpg, p_count)

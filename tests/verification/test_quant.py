@@ -99,7 +99,7 @@ def test_bound_follows_the_scales():
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     w_q = numpy_helper.to_array(attrs[schema.ATTR_WEIGHT]).astype(np.float64)
     w_scale = numpy_helper.to_array(attrs[schema.ATTR_WEIGHT_SCALE])
-    expected = qmath.sample_rounding_bound(w_q, w_scale, attrs[schema.ATTR_X_SCALE], "int8", sample_max=127)
+    expected = qmath.sample_rounding_bound(w_q, w_scale, attrs[schema.ATTR_X_SCALE], "int8", sample_max=128)
     assert layer.bound == pytest.approx(expected.max()) and layer.output_scale is None
     assert vquant.quantized_layers(gen.build("int8_zero_point")) == []  # stays a float node
     assert vquant.atol_floor([]) == 0.0
