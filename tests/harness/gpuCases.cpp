@@ -8,8 +8,8 @@
  *
  * This file holds the float cases and the runners; the quantized cases are in gpuQuantCases.cpp, the
  * inputs, the device run and the result files in gpuInputs.cpp, gpuDevice.cpp and gpuManifest.cpp
- * (gpuCases.h). The `gpu-inputs` mode (runGpuInputs) runs the quantized cases without a device: every
- * call up to enqueue, and their input files with an all-zero output.
+ * (gpuCases.h). The `gpu-inputs` mode (runGpuInputs) runs the cases without a device: every call but
+ * enqueue, and their input files with an all-zero output.
  */
 #include "gpuCases.h"
 
@@ -377,7 +377,12 @@ int32_t runGpuInputs(std::string const& libPath, std::string const& outDir)
     }
     std::ofstream manifest(outDir + "/manifest.jsonl");
     HCHECK(static_cast<bool>(manifest), "open " << outDir << "/manifest.jsonl");
+    std::vector<Case> cases = gridCases();
     for (Case const& c : quantCases())
+    {
+        cases.push_back(c);
+    }
+    for (Case const& c : cases)
     {
         runCase(session.creator, c, outDir, manifest, RunOn::kNONE);
     }

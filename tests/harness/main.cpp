@@ -6,8 +6,8 @@
  *                                                 registry; 1 = the constructor is expected to register
  *   dcn_harness cpu <plugin.so>                   every build/runtime call that needs no GPU
  *   dcn_harness gpu <plugin.so> <out-dir>         enqueue on a GPU; writes inputs/outputs + manifest.jsonl
- *   dcn_harness gpu-inputs <plugin.so> <out-dir>  the quantized GPU cases without a device: every call
- *                                                 but enqueue; writes their inputs (all-zero outputs)
+ *   dcn_harness gpu-inputs <plugin.so> <out-dir>  the GPU cases without a device: every call but
+ *                                                 enqueue; writes their inputs (all-zero outputs)
  *
  * Prints one line per check ("ok: ..." / "FAIL: ...") and a summary; exit code 0 iff all passed.
  */
