@@ -36,7 +36,7 @@ def main() -> int:
         for qtype in core_quant.QUANT:
             inputs = core_quant.make_inputs(case, qtype, "float16")
             refs = core_quant.references(case, qtype, inputs)
-            bound = core_quant.allowed(case, qtype, "float16", inputs, refs["qdq"])
+            bound = core_quant.allowed(qtype, "float16", inputs, refs["qdq"])
             for algo in [core.ALGO_SIMPLE, *tiles]:
                 for layout in ((False, False), (True, True)):
                     out = core_quant.run(

@@ -3,7 +3,8 @@
 Every run is compared with two float64 models of tests/support/quant.py and the unquantized
 result (tests/support/core_quant.py says why and derives the bounds):
 
-* the Q/DQ graph's math (samples not rounded): every element within ``core_quant.allowed``;
+* the Q/DQ graph's math (samples not rounded): every element within ``core_quant.allowed``
+  (the checks are ``core_quant.check_float_output`` and ``check_quantized_output``);
 * the core's own math (FP16 interpolation and sample rounding emulated in float64): at least 99% of
   the elements within the FP32 arithmetic's bound, FP8 plus a share of the tensor cores' sums (the
   rest hold samples whose FP32 corner weights round to a neighbouring FP16 value);
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from support import core, core_fused, core_quant
 from support.core_cases import Case, device_cc, ensure_core_built, record_summary
-from support.quant import QMAX, quantize
+from support.quant import QMAX
 
 QUANT_CASES: list[Case] = [
     # 128 channels: the 8-bit tiles; non-square stride, padding and dilation
@@ -35,8 +36,6 @@ QUANT_CASES: list[Case] = [
 QTYPES = ("int8", "fp8e4m3")
 FDTYPES = ("float32", "float16")
 PATHS = ((False, False), (True, True))  # (channel_last, prepared)
-#: Error of the FP8 tensor-core sums, as a share of the chunk's absolute sum (see check_float).
-FP8_CHUNK_SUM = 2.0**-12
 
 _REFS: dict[tuple[str, str, str], tuple[dict, dict]] = {}
 
@@ -61,29 +60,6 @@ def algos(lib, case: Case) -> list[int]:
     return out
 
 
-def check_float(case: Case, qtype: str, fdtype: str, inputs: dict, refs: dict, out: np.ndarray) -> dict:
-    seed = f"(seed {core_quant.SESSION_SEED})"
-    bound = core_quant.allowed(case, qtype, fdtype, inputs, refs["qdq"])
-    worst = float((np.abs(out - refs["qdq"]) / bound).max())
-    assert worst <= 1.0, f"error against the Q/DQ model exceeds its bound by x{worst:.3f} {seed}"
-    ref_max = float(np.abs(refs["core_math"]).max())
-    tight = core_quant.U_OUT[fdtype] * np.abs(refs["core_math"]) + 1e-5 * ref_max + 2.0**-24
-    if qtype == "fp8e4m3":
-        # The tensor cores' FP8 sums keep fewer bits than FP32 (dcnParams.h); each 128-channel chunk's
-        # sum is added in FP32, so its error is a small part of that chunk's absolute sum.
-        tight = tight + FP8_CHUNK_SUM * refs["abs"]
-    within = float((np.abs(out - refs["core_math"]) <= tight).mean())
-    assert within >= 0.99, f"only {within:.4f} of the outputs match the core's math in float64 {seed}"
-    rel_float = float(np.linalg.norm(out - refs["float"]) / np.linalg.norm(refs["float"]))
-    assert rel_float < 0.1, f"relative L2 error {rel_float:.3e} against the unquantized layer {seed}"
-    return {
-        "max_err_over_bound": worst,
-        "rel_l2_vs_qdq": float(np.linalg.norm(out - refs["qdq"]) / np.linalg.norm(refs["qdq"])),
-        "share_exact_math": within,
-        "rel_l2_vs_float": rel_float,
-    }
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("fdtype", FDTYPES)
 @pytest.mark.parametrize("qtype", QTYPES)
@@ -102,7 +78,9 @@ def test_quantized_float_output(lib, case: Case, qtype: str, fdtype: str) -> Non
             except UnsupportedNodeError:
                 assert algo >= core.ALGO_FUSED_TILE, "AUTO and the simple kernel take every quantized layer"
                 continue
-            errs = check_float(case, qtype, fdtype, inputs, refs, out)
+            errs = core_quant.check_float_output(
+                qtype, fdtype, inputs, refs, out, f"(seed {core_quant.SESSION_SEED})"
+            )
             record_summary(
                 {
                     "test": "quant",
@@ -126,16 +104,10 @@ def test_quantized_output(lib, case: Case, qtype: str) -> None:
     """A quantized output: out_q = round(out / output_scale), within the float bound plus one step."""
     inputs, refs = inputs_refs(case, qtype, "float16")
     out_scale = float(np.float32(np.abs(refs["qdq"]).max() / QMAX[qtype]))
-    bound = core_quant.allowed(case, qtype, "float32", inputs, refs["qdq"])
     for algo in (core.ALGO_AUTO, core.ALGO_SIMPLE):
         out_q = core_quant.run(lib, case, qtype, "float16", inputs, algo=algo, out_scale=out_scale)
-        expect = quantize(refs["qdq"], out_scale, qtype)
-        # FP16 rounding of the bias and the FP32 sums move the value before the output rounds.
-        step = 1.0 if qtype == "int8" else 2.0**-3 * np.maximum(np.abs(expect), 2.0**-6)
-        slack = (bound + 2.0**-11 * np.abs(refs["qdq"])) / out_scale + step
-        worst = float((np.abs(out_q - expect) / slack).max())
-        assert worst <= 1.0, (
-            f"quantized output off by x{worst:.3f} of its bound (seed {core_quant.SESSION_SEED})"
+        core_quant.check_quantized_output(
+            qtype, inputs, refs, out_scale, out_q, f"(seed {core_quant.SESSION_SEED})"
         )
 
 

@@ -9,6 +9,10 @@ TensorRT headers found (``TENSORRT_INCLUDE_DIR``, os.pathsep-separated, then the
   (``support.reference.modulated_deform_conv2d``) on exactly the input bits the GPU consumed.
   Cases with ``allow_tf32 = 1``: FP32 ones are held to the TF32 bound (:func:`check_tf32`), FP16/BF16
   ones must be bit-identical to the same case without it (those types ignore the field).
+  Quantized cases (int8, fp8e4m3) are compared with the float64 model of the quantized math
+  (``support.harness_files.check_quantized_case``). Without a device, the harness's ``gpu-inputs``
+  mode runs every case's calls but enqueue, and that comparison is tried on the quantized cases'
+  files (marker ``trt_headers``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import trt_header_dirs
+from support import harness_files
 from support.reference import modulated_deform_conv2d
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
@@ -229,22 +234,64 @@ def check_tf32(got: np.ndarray, ref: np.ndarray, ref_abs: np.ndarray) -> dict:
     return {"rel_l2": rel_l2, "max_abs_over_max_ref": float(err.max()) / ref_max, "worst_over_bound": worst}
 
 
-def _read(path: Path, dtype: str, shape: list[int]) -> np.ndarray:
-    raw = path.read_bytes()
-    if dtype == "float32":
-        arr = np.frombuffer(raw, dtype=np.float32)
-    elif dtype == "float16":
-        arr = np.frombuffer(raw, dtype=np.float16)
-    else:
-        bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
-        arr = bits.view(np.float32)
-    assert arr.size == int(np.prod(shape)), f"{path.name}: {arr.size} elements, expected shape {shape}"
-    return arr.reshape(shape).astype(np.float64)
+def _manifest(folder: Path) -> list[dict]:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def gpu_run(built, tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
+    """``dcn_harness gpu`` once per header set: the process and its output folder."""
+    folder = tmp_path_factory.mktemp(f"gpu-trt{built.version}")
+    return pb.run_harness(built, "gpu", str(folder), timeout=600), folder
+
+
+#: What the quantized cases cover (tests/harness/gpuQuantCases.cpp).
+QUANT_COVERAGE = {
+    "type": {"int8", "fp8e4m3"},
+    "offset": {"float32", "float16"},
+    "x_format": {"linear", "hwc16"},
+    "out": {"float32", "float16", "int8", "fp8e4m3"},
+    "weight": {"int8", "float32", "float16", "bfloat16"},
+}
+
+
+def _quant_coverage(cases: list[dict]) -> dict[str, set[str]]:
+    return {
+        "type": {c["quant"]["type"] for c in cases},
+        "offset": {c["dtype"] for c in cases},
+        "x_format": {c["x_format"] for c in cases},
+        "out": {c["dtypes"]["out"] for c in cases},
+        "weight": {c["dtypes"]["weight"] for c in cases},
+    }
+
+
+@pytest.mark.trt_headers
+def test_gpu_cases_without_a_device(built, tmp_path: Path) -> None:
+    """``gpu-inputs``: every GPU case's calls but enqueue (build phase, clone, deserialization) pass
+    without a device; the quantized cases' files read back with x and weights on the 8-bit grid, and
+    the comparison refuses the all-zero output written there and takes the kernels' math."""
+    proc = pb.run_harness(built, "gpu-inputs", str(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "FAIL" not in out, out[-6000:]
+    manifest = _manifest(tmp_path)
+    cases = [case for case in manifest if case["quant"] is not None]
+    assert len(cases) >= 20 and len(manifest) - len(cases) >= 18, [c["name"] for c in manifest]
+    assert {c["path"] for c in manifest} == {"inputs-only"}
+    assert _quant_coverage(cases) == QUANT_COVERAGE
+    for case in cases:
+        with pytest.raises(AssertionError):
+            harness_files.check_quantized_case(case, tmp_path)
+        arrays = harness_files.read_arrays(case, tmp_path)
+        refs = harness_files.model_outputs(case, harness_files.quantized_inputs(case, arrays))
+        expected = harness_files.expected_output(case, refs)
+        (tmp_path / case["files"]["out"]).write_bytes(harness_files.to_bits(expected, case["dtypes"]["out"]))
+        harness_files.check_quantized_case(case, tmp_path)
 
 
 @pytest.mark.trt_headers
 @pytest.mark.gpu
-def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
+def test_enqueue_matches_reference(built, gpu_run) -> None:
     """Every harness output against the float64 reference on the exact input bits the GPU read.
 
     The plugin runs the same core as tests/test_core_gpu.py, so the same per-dtype bounds apply
@@ -259,19 +306,18 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     """
     from support.core_cases import check_close
 
-    proc = pb.run_harness(built, "gpu", str(tmp_path), timeout=600)
+    proc, folder = gpu_run
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "FAIL" not in out
-    lines = (tmp_path / "manifest.jsonl").read_text().splitlines()
-    manifest = [json.loads(line) for line in lines if line.strip()]
+    manifest = [case for case in _manifest(folder) if case["quant"] is None]
     assert len(manifest) >= 18, f"only {len(manifest)} cases ran"
     by_name = {case["name"]: case for case in manifest}
     rows = []
     failures = []
     for case in manifest:
         dtype = case["dtype"]
-        arrays = {k: _read(tmp_path / f, dtype, case["shapes"][k]) for k, f in case["files"].items()}
+        arrays = harness_files.read_arrays(case, folder)
         got = arrays.pop("out")
         geometry = {"stride": case["stride"], "padding": case["padding"], "dilation": case["dilation"],
                     "group": case["group"], "deformable_group": case["deformable_group"]}
@@ -304,7 +350,7 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
             failures.append(f"{row}: {exc}")
         if tf32 and dtype != "float32":  # FP16/BF16 ignore allow_tf32: same bits as without it
             twin = by_name.get(case["name"].removesuffix("_tf32"))
-            bits = [(tmp_path / c["files"]["out"]).read_bytes() for c in (twin, case) if c is not None]
+            bits = [(folder / c["files"]["out"]).read_bytes() for c in (twin, case) if c is not None]
             same = twin is not None and twin["allow_tf32"] == 0 and twin["seed"] == case["seed"] and (
                 bits[0] == bits[1])
             row += f"  same bits as without allow_tf32 {same}"
@@ -319,3 +365,33 @@ def test_enqueue_matches_reference(built, tmp_path: Path) -> None:
     assert {c["dtype"] for c in manifest} == {"float32", "float16", "bfloat16"}
     assert {c["dtype"] for c in manifest if c["allow_tf32"] == 1} == {"float32", "float16", "bfloat16"}
     assert {c["path"] for c in manifest} == {"build+runtime", "dynamic"}
+
+
+@pytest.mark.trt_headers
+@pytest.mark.gpu
+def test_enqueue_quantized_matches_model(built, gpu_run) -> None:
+    """Every quantized case (int8, fp8e4m3) against the float64 model of the quantized math on the
+    exact bits the GPU read (``support.harness_files.check_quantized_case``: the Q/DQ model's bound
+    with sample rounding, and at least 99% of the outputs equal to the kernels' math within FP32's
+    bound, or exactly for a quantized output); the deserialized plugin's output is bit-identical."""
+    proc, folder = gpu_run
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "FAIL" not in out, out[-6000:]
+    cases = [case for case in _manifest(folder) if case["quant"] is not None]
+    assert len(cases) >= 20, f"only {len(cases)} quantized cases ran"
+    assert _quant_coverage(cases) == QUANT_COVERAGE
+    rows = []
+    failures = []
+    for case in cases:
+        row = (f"{case['name']:<40} x {case['x_format']:<6} out {case['dtypes']['out']:<8} "
+               f"bitwise-runtime {case['runtime_bitwise_identical']}")
+        try:
+            numbers = harness_files.check_quantized_case(case, folder)
+            row += "  " + "  ".join(f"{k} {v:.3e}" for k, v in numbers.items())
+        except AssertionError as exc:
+            failures.append(f"{row}: {exc}")
+        if case["runtime_bitwise_identical"] is not True:
+            failures.append(f"{row}: the deserialized plugin's output differs from the build plugin's")
+        rows.append(row)
+    print(f"\nTensorRT {built.version} headers, {len(rows)} quantized cases:\n" + "\n".join(rows))
+    assert not failures, "\n".join(failures)

@@ -32,9 +32,10 @@ from dcnconvert.model.quantized import QUANT_MAX
 #: [0, 1]: the kernels' FP16 interpolation (at most 5 * 2**-11 of the largest sample,
 #: plugin_src/core/dcnParams.h) and the rounding to the type (INT8 half a unit; FP8 half the ulp of
 #: 256..448).
+_INTERP = 5.0 * 2.0**-11  # of the largest sample magnitude
 SAMPLE_STEP: dict[str, float] = {
-    "int8": 0.5 + 5.0 * 2.0**-11 * 128.0,
-    "fp8e4m3": 0.5 * 2.0 ** (np.floor(np.log2(QUANT_MAX["fp8e4m3"])) - 3) + 5.0 * 2.0**-11 * QUANT_MAX["fp8e4m3"],
+    "int8": 0.5 + _INTERP * 128.0,
+    "fp8e4m3": 0.5 * 2.0 ** (np.floor(np.log2(QUANT_MAX["fp8e4m3"])) - 3) + _INTERP * QUANT_MAX["fp8e4m3"],
 }
 
 

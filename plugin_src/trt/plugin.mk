@@ -83,7 +83,7 @@ HARNESS_SRCS := $(addprefix $(HARNESS_DIR)/,main.cpp testObjects.cpp testExprBui
                   testProblems.cpp fakeRegistry.cpp cpuChecks.cpp cpuCheckHelpers.cpp cpuPipelineChecks.cpp \
                   cpuShapeChecks.cpp cpuTypeFormatChecks.cpp cpuFieldChecks.cpp cpuEmbeddedChecks.cpp cpuRuntimeChecks.cpp \
                   cpuTf32Checks.cpp cpuQuantChecks.cpp cpuQuantTypeChecks.cpp \
-                  gpuCases.cpp gpuInputs.cpp gpuDevice.cpp gpuManifest.cpp)
+                  gpuCases.cpp gpuQuantCases.cpp gpuInputs.cpp gpuDevice.cpp gpuManifest.cpp)
 HARNESS_HDRS := $(addprefix $(HARNESS_DIR)/,harness.h cpuChecks.h gpuCases.h)
 HARNESS_BIN := $(PLUGIN_BUILD_DIR)/dcn_harness
 

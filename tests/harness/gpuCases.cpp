@@ -6,8 +6,10 @@
  * <out-dir>/<case>_<tensor>.bin plus one line of <out-dir>/manifest.jsonl; the Python test
  * (tests/test_plugin_harness.py) compares them with dcnconvert.reference in float64.
  *
- * This file holds the cases and their runners; the inputs, the device run and the result files are in
- * gpuInputs.cpp, gpuDevice.cpp and gpuManifest.cpp (gpuCases.h).
+ * This file holds the float cases and the runners; the quantized cases are in gpuQuantCases.cpp, the
+ * inputs, the device run and the result files in gpuInputs.cpp, gpuDevice.cpp and gpuManifest.cpp
+ * (gpuCases.h). The `gpu-inputs` mode (runGpuInputs) runs the cases without a device: every call but
+ * enqueue, and their input files with an all-zero output.
  */
 #include "gpuCases.h"
 
@@ -170,9 +172,13 @@ std::vector<Case> gridCases()
     return cases;
 }
 
-//! Build-phase pipeline + enqueue, then engine round trip (serialize -> createPlugin(kRUNTIME)) +
-//! enqueue again; the two outputs must be bit-identical.
-void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string const& outDir, std::ofstream& manifest)
+} // namespace
+
+//! Build-phase calls (every position's format) and enqueue, then the engine round trip (serialize ->
+//! createPlugin(kRUNTIME)) and enqueue again: the two outputs must be bit-identical. Without a
+//! device: the same calls but enqueue, and the input files.
+void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string const& outDir, std::ofstream& manifest,
+    RunOn where)
 {
     HostData const data = makeInputs(c);
     CaseFields fields(c, data);
@@ -183,22 +189,24 @@ void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string 
         return;
     }
     IPluginV3OneBuild* build = buildOf(plugin.get());
-    std::vector<Dims> inDims = c.p.inputDims();
-    inDims.resize(static_cast<size_t>(c.nbInputs()));
-    std::vector<DynamicPluginTensorDesc> in(inDims.size());
-    for (size_t i = 0; i < inDims.size(); ++i)
+    std::vector<nvinfer1::PluginTensorDesc> const descs = inputDescs(c, data);
+    std::vector<DynamicPluginTensorDesc> in(descs.size());
+    for (size_t i = 0; i < descs.size(); ++i)
     {
-        in[i].desc = staticDescs({inDims[i]}, c.type)[0];
-        in[i].min = in[i].opt = in[i].max = inDims[i];
+        in[i].desc = descs[i];
+        in[i].min = in[i].opt = in[i].max = descs[i].dims;
     }
-    in[0].desc.format = c.xFormat;
     DynamicPluginTensorDesc out{};
-    out.desc = staticDescs({c.p.outputDims()}, c.type)[0];
+    out.desc = outputDesc(c, data);
     out.min = out.opt = out.max = c.p.outputDims();
     std::vector<DynamicPluginTensorDesc> inOut(in);
     inOut.push_back(out);
-    HCHECK(build->supportsFormatCombination(0, inOut.data(), c.nbInputs(), 1),
-        c.name << ": supportsFormatCombination takes x as format " << static_cast<int32_t>(c.xFormat));
+    for (int32_t pos = 0; pos <= c.nbInputs(); ++pos)
+    {
+        HCHECK(build->supportsFormatCombination(pos, inOut.data(), c.nbInputs(), 1),
+            c.name << ": supportsFormatCombination takes position " << pos << " (x as format "
+                   << static_cast<int32_t>(c.xFormat) << ", type " << typeName(inOut[pos].desc.type) << ")");
+    }
     HCHECK(build->configurePlugin(in.data(), c.nbInputs(), &out, 1) == 0, c.name << ": configurePlugin");
     size_t const workspace = build->getWorkspaceSize(in.data(), c.nbInputs(), &out, 1);
     PluginPtr clone(plugin->clone());
@@ -210,17 +218,25 @@ void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string 
     {
         return;
     }
+    bool const device = where == RunOn::kDEVICE;
     std::vector<uint8_t> first;
     std::vector<uint8_t> second;
-    bool const ran = runOnDevice(
-        runtimeOf(attached.get()), c.p, c.type, data, workspace, first, c.name + " (build)", c.xFormat, c.embed);
+    bool const ran = device && runOnDevice(runtimeOf(attached.get()), c, data, workspace, first, c.name + " (build)");
     PluginPtr restored(creator->createPlugin(
         c.name.c_str(), runtimeOf(attached.get())->getFieldsToSerialize(), TensorRTPhase::kRUNTIME));
     HCHECK(restored != nullptr, c.name << ": createPlugin(kRUNTIME) with getFieldsToSerialize()");
     PluginPtr restoredAttached(restored ? runtimeOf(restored.get())->attachToContext(&context) : nullptr);
+    HCHECK(restoredAttached != nullptr, c.name << ": the deserialized plugin attaches to a context");
+    if (!device)
+    {
+        // No device: the input files and an all-zero output, for the comparison's own tests.
+        HCHECK(recorder.errors.empty(), c.name << ": no error recorded");
+        first.assign(static_cast<size_t>(volume(c.p.outputDims())) * elementSize(c.outType()), 0);
+        writeCase(outDir, manifest, c, data, first, RuntimeCompare::kNOT_COMPARED, "inputs-only");
+        return;
+    }
     bool const ranAgain = restoredAttached
-        && runOnDevice(runtimeOf(restoredAttached.get()), c.p, c.type, data, workspace, second,
-            c.name + " (runtime)", c.xFormat, c.embed);
+        && runOnDevice(runtimeOf(restoredAttached.get()), c, data, workspace, second, c.name + " (runtime)");
     bool const identical = ran && ranAgain && first == second;
     HCHECK(identical, c.name << ": deserialized plugin output is bit-identical to the build plugin's");
     HCHECK(recorder.errors.empty(), c.name << ": no error recorded");
@@ -230,6 +246,9 @@ void runCase(nvinfer1::IPluginCreatorV3One* creator, Case const& c, std::string 
             identical ? RuntimeCompare::kIDENTICAL : RuntimeCompare::kDIFFERENT, "build+runtime");
     }
 }
+
+namespace
+{
 
 //! One plugin object across a dynamic profile: configure with -1 dims, then two different shapes.
 void runDynamic(nvinfer1::IPluginCreatorV3One* creator, std::string const& outDir, std::ofstream& manifest)
@@ -294,7 +313,7 @@ void runDynamic(nvinfer1::IPluginCreatorV3One* creator, std::string const& outDi
         HostData const data = makeInputs(*c);
         std::vector<uint8_t> output;
         bool const ran = attached
-            && runOnDevice(runtimeOf(attached.get()), c->p, DataType::kFLOAT, data, workspace, output,
+            && runOnDevice(runtimeOf(attached.get()), *c, data, workspace, output,
                 c->name + " (shape change " + std::to_string(step) + ")");
         if (ran && step == 0)
         {
@@ -338,10 +357,36 @@ int32_t runGpu(std::string const& libPath, std::string const& outDir)
     HCHECK(static_cast<bool>(manifest), "open " << outDir << "/manifest.jsonl");
     for (Case const& c : gridCases())
     {
-        runCase(session.creator, c, outDir, manifest);
+        runCase(session.creator, c, outDir, manifest, RunOn::kDEVICE);
+    }
+    for (Case const& c : quantCases())
+    {
+        runCase(session.creator, c, outDir, manifest, RunOn::kDEVICE);
     }
     runDynamic(session.creator, outDir, manifest);
     HCHECK(session.logger.errorsSince(0).empty(), "no error logged in the whole GPU run");
+    return checks().failed == 0 ? 0 : 1;
+}
+
+int32_t runGpuInputs(std::string const& libPath, std::string const& outDir)
+{
+    Session session;
+    if (!session.start(libPath))
+    {
+        return 1;
+    }
+    std::ofstream manifest(outDir + "/manifest.jsonl");
+    HCHECK(static_cast<bool>(manifest), "open " << outDir << "/manifest.jsonl");
+    std::vector<Case> cases = gridCases();
+    for (Case const& c : quantCases())
+    {
+        cases.push_back(c);
+    }
+    for (Case const& c : cases)
+    {
+        runCase(session.creator, c, outDir, manifest, RunOn::kNONE);
+    }
+    HCHECK(session.logger.errorsSince(0).empty(), "no error logged");
     return checks().failed == 0 ? 0 : 1;
 }
 

@@ -1,5 +1,6 @@
 /*
- * dcnconvert plugin harness, `gpu` mode: the input data of a case, as the element type's bits.
+ * dcnconvert plugin harness, `gpu` mode: the input data of a case, as the element type's bits (the
+ * quantized x and weights of a quantized case: gpuQuantCases.cpp).
  */
 #include "gpuCases.h"
 
@@ -16,10 +17,7 @@ using nvinfer1::Dims;
 
 namespace harness
 {
-namespace
-{
 
-//! Host values converted to the element type's bits (round to nearest even).
 std::vector<uint8_t> encode(std::vector<float> const& v, DataType t)
 {
     std::vector<uint8_t> out(v.size() * elementSize(t));
@@ -43,11 +41,18 @@ std::vector<uint8_t> encode(std::vector<float> const& v, DataType t)
     return out;
 }
 
-} // namespace
-
 size_t elementSize(DataType t)
 {
-    return t == DataType::kFLOAT ? 4 : 2;
+    return t == DataType::kFLOAT ? 4 : t == DataType::kINT8 || t == DataType::kFP8 ? 1 : 2;
+}
+
+DataType fieldElementType(nvinfer1::PluginFieldType t)
+{
+    using nvinfer1::PluginFieldType;
+    return t == PluginFieldType::kFLOAT32 ? DataType::kFLOAT
+        : t == PluginFieldType::kFLOAT16  ? DataType::kHALF
+        : t == PluginFieldType::kBF16     ? DataType::kBF16
+                                          : DataType::kINT8;
 }
 
 int64_t volume(Dims const& d)
@@ -72,6 +77,11 @@ HostData makeInputs(Case const& c)
     HostData data;
     for (size_t i = 0; i < dims.size(); ++i)
     {
+        if (c.quantized() && (i == 0 || i == 3))
+        {
+            data.inputs.emplace_back(); // x and weight on the 8-bit grid: makeQuantInputs below
+            continue;
+        }
         std::vector<float> v(static_cast<size_t>(volume(dims[i])));
         for (float& x : v)
         {
@@ -85,6 +95,10 @@ HostData makeInputs(Case const& c)
             }
         }
         data.inputs.push_back(encode(v, c.type));
+    }
+    if (c.quantized())
+    {
+        makeQuantInputs(c, rng, data);
     }
     return data;
 }

@@ -277,6 +277,8 @@ int32_t runRegistration(std::string const& libPath, int32_t expectAuto);
 int32_t runInfo(std::string const& libPath);
 int32_t runCpu(std::string const& libPath);
 int32_t runGpu(std::string const& libPath, std::string const& outDir);
+//! The GPU cases (but the dynamic-shape one) without a device (gpuCases.cpp).
+int32_t runGpuInputs(std::string const& libPath, std::string const& outDir);
 
 // --- Shared plumbing for cpu/gpu modes ---
 struct Session

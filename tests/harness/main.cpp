@@ -6,6 +6,8 @@
  *                                                 registry; 1 = the constructor is expected to register
  *   dcn_harness cpu <plugin.so>                   every build/runtime call that needs no GPU
  *   dcn_harness gpu <plugin.so> <out-dir>         enqueue on a GPU; writes inputs/outputs + manifest.jsonl
+ *   dcn_harness gpu-inputs <plugin.so> <out-dir>  the GPU cases without a device: every call but
+ *                                                 enqueue; writes their inputs (all-zero outputs)
  *
  * Prints one line per check ("ok: ..." / "FAIL: ...") and a summary; exit code 0 iff all passed.
  */
@@ -140,7 +142,7 @@ int main(int argc, char** argv)
     if (argc < 3)
     {
         std::fprintf(stderr,
-            "usage: %s info|registration|cpu|gpu <plugin.so> [<0|1> | <out-dir>]\n"
+            "usage: %s info|registration|cpu|gpu|gpu-inputs <plugin.so> [<0|1> | <out-dir>]\n"
             "built with TensorRT %d.%d headers\n",
             argv[0], NV_TENSORRT_MAJOR, NV_TENSORRT_MINOR);
         return 2;
@@ -163,6 +165,10 @@ int main(int argc, char** argv)
     else if (mode == "gpu" && argc >= 4)
     {
         rc = harness::runGpu(lib, argv[3]);
+    }
+    else if (mode == "gpu-inputs" && argc >= 4)
+    {
+        rc = harness::runGpuInputs(lib, argv[3]);
     }
     else
     {

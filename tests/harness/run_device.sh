@@ -39,7 +39,7 @@ for tag_dir in build/test-plugin/trt*; do
     tail -n 1 "$OUT/harness-cpu-$tag.log" "$OUT/harness-gpu-$tag.log"
     if [ "$first" = 1 ] && command -v compute-sanitizer > /dev/null; then
         mkdir -p "$OUT/sanitize"
-        timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        timeout 420 compute-sanitizer --tool memcheck --error-exitcode 9 \
             "$tag_dir/dcn_harness" gpu "$PWD/$tag_dir/libdcnconvert_plugin.so" "$OUT/sanitize" \
             > "$OUT/memcheck-$tag.log" 2>&1 || status=1
         rm -f "$OUT/sanitize"/*.bin

@@ -19,7 +19,7 @@ import numpy as np
 
 from support import core
 from support.core_cases import Case, params_for, round_to
-from support.quant import QMAX, dcn_quant, quantize, sample_rounding_bound
+from support.quant import QMAX, absolute_sums, dcn_quant, quantize, sample_rounding_bound
 from support.reference import modulated_deform_conv2d
 
 #: quant_type -> (DcnParams.quant, the DcnDataType of the quantized tensors).
@@ -174,17 +174,14 @@ def references(case: Case, qtype: str, inputs: dict, out_scale: float | None = N
         "qdq": dcn_quant(*args, round_samples=False, **common),
         "core_math": dcn_quant(*args, round_samples=True, fp16_interp=True, **common),
         # sum |w_q * s| per output, times the scales: the magnitude the FP8 tensor-core sums round at
-        "abs": dcn_quant(
-            np.abs(inputs["x_q"]), inputs["x_scale"], inputs["offset"], np.abs(inputs["mask"]),
-            np.abs(inputs["w_q"]), inputs["w_scale"], None, round_samples=False, qtype=qtype, **attrs(case),
-        ),
+        "abs": absolute_sums(*args[:6], qtype=qtype, **attrs(case)),
         "float": modulated_deform_conv2d(
             inputs["x"], inputs["offset"], inputs["mask"], inputs["weight"], inputs["bias"], **attrs(case)
         ),
     }
 
 
-def allowed(case: Case, qtype: str, fdtype: str, inputs: dict, ref_qdq: np.ndarray) -> np.ndarray:
+def allowed(qtype: str, fdtype: str, inputs: dict, ref_qdq: np.ndarray) -> np.ndarray:
     """Elementwise bound of |core - Q/DQ model| for a float output.
 
     Sample rounding (sample_rounding_bound: each sample moves by at most half a step of its type,
@@ -194,3 +191,74 @@ def allowed(case: Case, qtype: str, fdtype: str, inputs: dict, ref_qdq: np.ndarr
     samp = sample_rounding_bound(inputs["w_q"], inputs["w_scale"], inputs["x_scale"], qtype, QMAX[qtype])
     ref_max = float(np.abs(ref_qdq).max())
     return samp[None, :, None, None] + U_OUT[fdtype] * np.abs(ref_qdq) + 1e-5 * ref_max + 2.0**-24
+
+
+#: The share of outputs that must match the kernels' math (samples rounded) within FP32's bound:
+#: the rest are outputs one of whose samples FP32 rounded to the neighbouring step.
+MIN_EXACT_SHARE = 0.99
+#: Error of the FP8 tensor-core sums, as a share of the absolute sum (check_float_output).
+FP8_CHUNK_SUM = 2.0**-12
+
+
+def check_float_output(
+    qtype: str, fdtype: str, inputs: dict, refs: dict, out: np.ndarray, context: str
+) -> dict:
+    """Asserts the bounds of a float output and returns its error numbers.
+
+    ``refs``: ``qdq`` and ``core_math`` (:func:`references`), and optionally ``float`` (the
+    unquantized layer). Every element within :func:`allowed` of the Q/DQ model; at least
+    :data:`MIN_EXACT_SHARE` of them within ``u |ref| + 1e-5 max|ref| + 2^-24`` of the kernels' math;
+    with ``float``, relative L2 error below 0.1 against it (quantization noise). ``context`` ends
+    every message (the seed, the case).
+    """
+    bound = allowed(qtype, fdtype, inputs, refs["qdq"])
+    worst = float((np.abs(out - refs["qdq"]) / bound).max())
+    assert worst <= 1.0, f"error against the Q/DQ model exceeds its bound by x{worst:.3f} {context}"
+    ref_max = float(np.abs(refs["core_math"]).max())
+    tight = U_OUT[fdtype] * np.abs(refs["core_math"]) + 1e-5 * ref_max + 2.0**-24
+    if qtype == "fp8e4m3" and "abs" in refs:
+        # The tensor cores' FP8 sums keep fewer bits than FP32 (dcnParams.h); each 128-channel chunk's
+        # sum is added in FP32, so its error is a small share of that chunk's absolute sum.
+        tight = tight + FP8_CHUNK_SUM * refs["abs"]
+    within = float((np.abs(out - refs["core_math"]) <= tight).mean())
+    assert within >= MIN_EXACT_SHARE, (
+        f"only {within:.4f} of the outputs match the core's math in float64 {context}"
+    )
+    numbers = {
+        "max_err_over_bound": worst,
+        "rel_l2_vs_qdq": float(np.linalg.norm(out - refs["qdq"]) / np.linalg.norm(refs["qdq"])),
+        "share_exact_math": within,
+    }
+    if "float" in refs:
+        rel_float = float(np.linalg.norm(out - refs["float"]) / np.linalg.norm(refs["float"]))
+        assert rel_float < 0.1, f"relative L2 error {rel_float:.3e} against the unquantized layer {context}"
+        numbers["rel_l2_vs_float"] = rel_float
+    return numbers
+
+
+def check_quantized_output(
+    qtype: str, inputs: dict, refs: dict, out_scale: float, out_q: np.ndarray, context: str, *,
+    exact_share: bool = False,
+) -> dict:
+    """Asserts the bounds of a quantized output (its grid values) and returns its error numbers.
+
+    ``refs`` holds the float outputs (no output_scale) of the Q/DQ model and, with ``exact_share``,
+    of the kernels' math. out_q = round(out / output_scale): within the float bound (in grid units)
+    plus one step of the Q/DQ model quantized; with ``exact_share``, at least
+    :data:`MIN_EXACT_SHARE` of the elements equal to the kernels' math quantized.
+    """
+    bound = allowed(qtype, "float32", inputs, refs["qdq"])
+    expect = quantize(refs["qdq"], out_scale, qtype)
+    # FP16 rounding of the bias and the FP32 sums move the value before the output rounds.
+    step = 1.0 if qtype == "int8" else 2.0**-3 * np.maximum(np.abs(expect), 2.0**-6)
+    slack = (bound + 2.0**-11 * np.abs(refs["qdq"])) / out_scale + step
+    worst = float((np.abs(out_q - expect) / slack).max())
+    assert worst <= 1.0, f"quantized output off by x{worst:.3f} of its bound {context}"
+    numbers = {"max_err_over_bound": worst}
+    if exact_share:
+        same = float((out_q == quantize(refs["core_math"], out_scale, qtype)).mean())
+        assert same >= MIN_EXACT_SHARE, (
+            f"only {same:.4f} of the quantized outputs equal the core's math {context}"
+        )
+        numbers["share_exact_math"] = same
+    return numbers

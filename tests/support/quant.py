@@ -79,6 +79,13 @@ def dcn_quant(
     return out
 
 
+def absolute_sums(x_q, x_scale, offset, mask, w_q, w_scale, *, qtype: str, **attrs: object) -> np.ndarray:
+    """``x_scale * w_scale[o] * sum |w_q| * |s|`` per output, with the samples ``s`` of ``|x_q|`` and
+    ``|mask|``: the magnitude at which the FP8 tensor-core sums round (tests of the FP8 tiles)."""
+    return dcn_quant(np.abs(x_q), x_scale, offset, np.abs(mask), np.abs(w_q), w_scale, None,
+                     qtype=qtype, round_samples=False, **attrs)
+
+
 def sample_rounding_bound(w_q: np.ndarray, w_scale: np.ndarray, x_scale: float, qtype: str,
                           sample_max: float) -> np.ndarray:
     """Per output channel, the most the kernels' sampling can move a float output from the Q/DQ graph's.

@@ -139,7 +139,12 @@ def _fp16_corner_weights(ly: np.ndarray, lx: np.ndarray, scale: np.ndarray, wp: 
     def weight(wy: np.ndarray, wx: np.ndarray) -> np.ndarray:
         return ((m32 * wy) * wx).astype(np.float16).astype(np.float64)
 
-    return ((0, weight(hy32, hx32)), (1, weight(hy32, lx32)), (wp, weight(ly32, hx32)), (wp + 1, weight(ly32, lx32)))
+    return (
+        (0, weight(hy32, hx32)),
+        (1, weight(hy32, lx32)),
+        (wp, weight(ly32, hx32)),
+        (wp + 1, weight(ly32, lx32)),
+    )
 
 
 def modulated_deform_conv2d(
