@@ -395,6 +395,21 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     tile, splits = core_fused.fused_choice(odd, lib=lib)
     assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32
     assert core_fused.fused_choice(dla, device=(80, 65536, 7), lib=lib) is None  # sm_75: the simple kernel
+    # Quantized layers (INT8, FP8): the 128-channel-chunk warpgroup tiles where channels per group
+    # and per deformable group divide by 128, else the simple kernel (never an NCHW tile).
+    q8 = {name["wg-128x64-q8"], name["wg-256x64-q8"]}
+    for quant in (1, 2):
+        for cin, cout, dg, want in ((256, 256, 1, q8), (128, 64, 1, q8), (64, 64, 1, None), (256, 128, 4, None)):
+            layer = core.make_params(
+                (1, cin, 32, 32), (cout, cin, 3, 3), padding=(1, 1), deformable_group=dg, dtype=core.FLOAT16
+            )
+            layer.quant, layer.xScale, layer.outType = quant, 0.05, core.FLOAT16
+            choice = core_fused.fused_choice(layer, lib=lib)
+            if want is None:
+                assert choice is None, (quant, cin, dg, choice)
+            else:
+                assert choice is not None and choice[0] in want and choice[1] == 1, (quant, cin, choice)
+            assert core_fused.fused_choice(layer, device=(108, 166912, 8), lib=lib) is None  # sm_80
     dla.ho = 99
     with pytest.raises(ValidationError, match="ho"):
         core_fused.fused_choice(dla, lib=lib)

@@ -217,6 +217,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
         return "too many channel tiles, groups or K splits for the grid";
     if (splits > 1 && ((pixels + 3) / 4 * p.cout + 255) / 256 > INT32_MAX)
         return "too many outputs for the split-K reduction's grid";
+    if (!kTiles[tile].nhwc && p.quant != kDCN_QUANT_NONE)
+        return "quantized (INT8, FP8) layers run on the 128-channel-chunk tiles only";
     if (kTiles[tile].nhwc)
     {
         if (mg * kg > INT32_MAX)
