@@ -399,7 +399,8 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     # and per deformable group divide by 128, else the simple kernel (never an NCHW tile).
     q8 = {name["wg-128x64-q8"], name["wg-256x64-q8"]}
     for quant in (1, 2):
-        for cin, cout, dg, want in ((256, 256, 1, q8), (128, 64, 1, q8), (64, 64, 1, None), (256, 128, 4, None)):
+        layers = ((256, 256, 1, q8), (128, 64, 1, q8), (64, 64, 1, None), (256, 128, 4, None))
+        for cin, cout, dg, want in layers:
             layer = core.make_params(
                 (1, cin, 32, 32), (cout, cin, 3, 3), padding=(1, 1), deformable_group=dg, dtype=core.FLOAT16
             )
