@@ -3,9 +3,15 @@
 # bench/quant_bench.py (JSON to $OUT) and compute-sanitizer (memcheck, racecheck, synccheck) over
 # bench/quant_sanitize.py; logs under ${OUT:-build/device-logs}.
 OUT="${OUT:-build/device-logs}"; mkdir -p "$OUT"
+export PYTHONPATH="$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}" DCN_CORE_SUMMARY="$OUT/quant_summary.jsonl"
 nvidia-smi --query-gpu=name --format=csv
-make -C plugin_src core CUDA_ARCHS=sm_90 PTX_ARCH=compute_90 -j16 EXTRA_NVCCFLAGS="-Xptxas -warn-spills" > $OUT/make.log 2>&1; echo make $?; grep -i "spill\|error" $OUT/make.log | head -20
-export DCN_CORE_SUMMARY=$OUT/quant_summary.jsonl
-timeout 240 python3 -m pytest -x -q -p no:cacheprovider tests/test_core_gpu_quant.py 2>&1 | tail -25
-timeout 150 python3 bench/quant_bench.py --json $OUT/quant_bench.json 2>&1 | tail -25
-for tool in memcheck racecheck synccheck; do timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/quant_sanitize.py > $OUT/sanitize-$tool.log 2>&1; echo "$tool rc=$?"; tail -2 $OUT/sanitize-$tool.log; done
+make -C plugin_src core CUDA_ARCHS=sm_90 PTX_ARCH=compute_90 -j"$(nproc)" EXTRA_NVCCFLAGS="-Xptxas -warn-spills" > "$OUT/make.log" 2>&1; echo make $?
+grep -c "spill" "$OUT/make.log"
+timeout 240 python3 -m pytest -q -rf -p no:cacheprovider tests/test_core_gpu_quant.py > "$OUT/pytest.log" 2>&1; echo pytest $?
+grep -E "^FAILED|passed|failed" "$OUT/pytest.log"
+timeout 300 python3 bench/quant_bench.py --json "$OUT/quant_bench.json" > "$OUT/bench.log" 2>&1; echo bench $?
+cat "$OUT/bench.log"
+for tool in memcheck racecheck synccheck; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 python3 bench/quant_sanitize.py > "$OUT/sanitize-$tool.log" 2>&1
+    echo "$tool rc=$?"; tail -2 "$OUT/sanitize-$tool.log"
+done
