@@ -22,8 +22,10 @@ status=0
     python3 -c "import numpy, cupy; print('numpy', numpy.__version__, 'cupy', cupy.__version__)"
 } > "$OUT/environment.txt" 2>&1
 
-python3 -m pytest -v -rA -s -p no:cacheprovider tests/test_plugin_harness.py tests/test_plugin_contract.py \
-    tests/backend/plugin/test_lean_runtimes.py \
+# The lean-runtime tier rewrites models (onnx-graphsurgeon), which a bare GPU machine may not have.
+lean=tests/backend/plugin/test_lean_runtimes.py
+python3 -c "import onnx_graphsurgeon" 2> /dev/null || { echo "no onnx_graphsurgeon: $lean not run"; lean=; }
+python3 -m pytest -v -rA -s -p no:cacheprovider tests/test_plugin_harness.py tests/test_plugin_contract.py $lean \
     > "$OUT/pytest.log" 2>&1 || status=1
 tail -n 40 "$OUT/pytest.log"
 
