@@ -109,12 +109,12 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
             for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
             {
                 int const c = c0 + i * CSTEP;
-                if (c >= r0 && c < rows)
-                    *dst = sT[c * LDT + px];
+                if (c >= r0 && c < rows) // quantized layers: the sums times their scales (stageTile)
+                    *dst = dcn::simple::kQuantized<T> ? sT[c * LDT + px] * sBias[C::BM + c] : sT[c * LDT + px];
             }
             return;
         }
-        // Quantized layers (8-bit T, no K split): the sums times their scales, plus bias, as a.outType.
+        // Quantized layers (8-bit T): the sums times their scales, plus bias, as a.outType.
         uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
         int64_t at = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
             + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
