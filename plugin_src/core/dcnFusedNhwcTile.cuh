@@ -7,6 +7,7 @@
 #ifndef DCN_FUSED_NHWC_TILE_CUH
 #define DCN_FUSED_NHWC_TILE_CUH
 
+#include "dcnElements.cuh"
 #include "dcnFusedTiles.h"
 
 #include <cuda_fp16.h>
