@@ -14,18 +14,36 @@ namespace dcn
 namespace fused
 {
 
-/* Bilinear sum of one task in T pairs (FP16): the corner weights come rounded to T from the plan
- * (two pairs (w00, w01), (w10, w11)); one product and three fused multiply-adds per channel pair. */
+/* The corner weights of a packed plan entry (two T pairs (w00, w01), (w10, w11)), each broadcast to
+ * both halves of a pair, and the bilinear sum of one channel pair: one product and three fused
+ * multiply-adds, in corner order. */
+template <typename T>
+struct CornerPairs
+{
+    using P2 = typename Pair<T>::type;
+    P2 w00, w01, w10, w11;
+    __device__ __forceinline__ explicit CornerPairs(uint2 w)
+    {
+        P2 const top = *reinterpret_cast<P2 const*>(&w.x);
+        P2 const bottom = *reinterpret_cast<P2 const*>(&w.y);
+        w00 = Pair<T>::lows(top);
+        w01 = Pair<T>::highs(top);
+        w10 = Pair<T>::lows(bottom);
+        w11 = Pair<T>::highs(bottom);
+    }
+    __device__ __forceinline__ P2 sum(P2 c00, P2 c01, P2 c10, P2 c11) const
+    {
+        P2 const s = __hfma2(w01, c01, __hmul2(w00, c00));
+        return __hfma2(w11, c11, __hfma2(w10, c10, s));
+    }
+};
+
+/* Bilinear sum of one task in T pairs (FP16): the corner weights come rounded to T from the plan. */
 template <typename T>
 __device__ __forceinline__ uint4 interpPacked(uint2 w, uint4 const (&v)[4])
 {
     using P2 = typename Pair<T>::type;
-    P2 const top = *reinterpret_cast<P2 const*>(&w.x);
-    P2 const bottom = *reinterpret_cast<P2 const*>(&w.y);
-    P2 const w00 = Pair<T>::lows(top);
-    P2 const w01 = Pair<T>::highs(top);
-    P2 const w10 = Pair<T>::lows(bottom);
-    P2 const w11 = Pair<T>::highs(bottom);
+    CornerPairs<T> const cw(w);
     P2 const* const c00 = reinterpret_cast<P2 const*>(&v[0]);
     P2 const* const c01 = reinterpret_cast<P2 const*>(&v[1]);
     P2 const* const c10 = reinterpret_cast<P2 const*>(&v[2]);
@@ -34,12 +52,7 @@ __device__ __forceinline__ uint4 interpPacked(uint2 w, uint4 const (&v)[4])
     P2* const o = reinterpret_cast<P2*>(&res);
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-    {
-        P2 sv = __hmul2(w00, c00[i]);
-        sv = __hfma2(w01, c01[i], sv);
-        sv = __hfma2(w10, c10[i], sv);
-        o[i] = __hfma2(w11, c11[i], sv);
-    }
+        o[i] = cw.sum(c00[i], c01[i], c10[i], c11[i]);
     return res;
 }
 
@@ -77,12 +90,7 @@ __device__ __forceinline__ uint4 interpPackedQuant(uint2 w, uint4 const (&v)[4])
 {
     using dcn::simple::bytesOfHalfPairs;
     using dcn::simple::halfPairs;
-    __half2 const top = *reinterpret_cast<__half2 const*>(&w.x);
-    __half2 const bottom = *reinterpret_cast<__half2 const*>(&w.y);
-    __half2 const w00 = __low2half2(top);
-    __half2 const w01 = __high2half2(top);
-    __half2 const w10 = __low2half2(bottom);
-    __half2 const w11 = __high2half2(bottom);
+    CornerPairs<__half> const cw(w);
     uint32_t const* const c00 = reinterpret_cast<uint32_t const*>(&v[0]);
     uint32_t const* const c01 = reinterpret_cast<uint32_t const*>(&v[1]);
     uint32_t const* const c10 = reinterpret_cast<uint32_t const*>(&v[2]);
@@ -100,12 +108,7 @@ __device__ __forceinline__ uint4 interpPackedQuant(uint2 w, uint4 const (&v)[4])
         halfPairs(c11[i], d, tag);
 #pragma unroll
         for (int k = 0; k < 2; ++k)
-        {
-            __half2 s = __hmul2(w00, a[k]);
-            s = __hfma2(w01, b[k], s);
-            s = __hfma2(w10, c[k], s);
-            sv[k] = __hfma2(w11, d[k], s);
-        }
+            sv[k] = cw.sum(a[k], b[k], c[k], d[k]);
         o[i] = bytesOfHalfPairs(sv, tag);
     }
     return res;
