@@ -1,4 +1,5 @@
-"""Fixtures of the TensorRT-RTX build tests (test_rtx_builds.py, test_rtx_quant_builds.py)."""
+"""Fixtures of the TensorRT-RTX build tests (test_rtx_builds.py, test_rtx_quant_builds.py): the plugin
+library and a cache folder of the session's own."""
 
 from __future__ import annotations
 
@@ -22,3 +23,12 @@ def plugin_lib() -> Path:
     if elevens is None:
         pytest.skip("trt_rtx: TensorRT 11 headers are needed to build the TensorRT-RTX plugin library")
     return pb.build_rtx(elevens)
+
+
+@pytest.fixture(scope="session")
+def rtx_cache_dir(tmp_path_factory):
+    """dcnconvert's cache (where the loader link goes) in a folder of the session's own."""
+    folder = tmp_path_factory.mktemp("dcn-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DCNCONVERT_CACHE_DIR", str(folder))
+        yield folder

@@ -32,7 +32,7 @@ from dcnconvert.backend.plugin import runtimes
 from dcnconvert.backend.trt import isolated, rtx
 from dcnconvert.errors import BuildError
 
-pytestmark = [pytest.mark.trt_rtx, pytest.mark.trt_headers]
+pytestmark = [pytest.mark.trt_rtx, pytest.mark.trt_headers, pytest.mark.usefixtures("rtx_cache_dir")]
 
 SAMPLE_DIR = REPO / "sample_models"
 SAMPLES = sorted(SAMPLE_DIR.glob("*.onnx"))
@@ -46,15 +46,6 @@ LAYER_TYPES = {"fp32": "FLOAT", "fp16": "HALF", "bf16": "BF16"}
 PLUGIN = (schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE, False)
 ABORT_SOURCE = ("#include <stdlib.h>\n"
                 "__attribute__((constructor)) static void dcn_test_abort(void) { abort(); }\n")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def cache_dir(tmp_path_factory):
-    """dcnconvert's cache (where the loader link goes) in a folder of the session's own."""
-    folder = tmp_path_factory.mktemp("dcn-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DCNCONVERT_CACHE_DIR", str(folder))
-        yield folder
 
 
 def convert(model: Path, out: Path, lib: Path, *args) -> tuple[object, dict]:
@@ -324,9 +315,9 @@ def test_verify_says_the_engine_cannot_run_here(plugin_lib, tmp_path):
     assert error["type"] == "MissingDependencyError" and "cannot run" in error["message"]
 
 
-def test_the_link_is_made_in_the_cache(cache_dir):
+def test_the_link_is_made_in_the_cache(rtx_cache_dir):
     folder = rtx.link_dir()
-    assert folder.is_relative_to(cache_dir)
+    assert folder.is_relative_to(rtx_cache_dir)
     link = folder / "libtensorrt_rtx.so"
     assert link.is_symlink() and link.resolve() == rtx.core_library().resolve()
     # nothing was written beside TensorRT-RTX's own libraries

@@ -20,21 +20,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from dcnconvert import schema
 from dcnconvert.backend.trt import isolated, rtx
+from dcnconvert.model.quantized import ONNX_TYPE_OF
 
-pytestmark = [pytest.mark.trt_rtx, pytest.mark.trt_headers]
+pytestmark = [pytest.mark.trt_rtx, pytest.mark.trt_headers, pytest.mark.usefixtures("rtx_cache_dir")]
 
 PLUGIN = (schema.PLUGIN_NAME, schema.PLUGIN_VERSION, schema.PLUGIN_NAMESPACE, False)
-#: TensorRT's type names of x (and of a quantized output), and ONNX's, per quant_type.
+#: TensorRT's type names of x (and of a quantized output), per quant_type.
 TRT_TYPES = {"int8": "INT8", "fp8e4m3": "FP8"}
-ONNX_TYPES = {"int8": TensorProto.INT8, "fp8e4m3": TensorProto.FLOAT8E4M3FN}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cache_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("dcn-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DCNCONVERT_CACHE_DIR", str(folder))
-        yield folder
 
 
 def quant_model(qtype: str, output_scale: bool, channels: int = 32) -> onnx.ModelProto:
@@ -49,7 +41,7 @@ def quant_model(qtype: str, output_scale: bool, channels: int = 32) -> onnx.Mode
         codes = rng.integers(0, 256, w_shape).astype(np.uint8)
         codes[(codes & 0x7F) == 0x7F] ^= 1  # no NaN
         weight = numpy_helper.from_array(codes.view(ml_dtypes.float8_e4m3fn).astype(np.float16), "weight")
-    zero = helper.make_tensor("x_zero", ONNX_TYPES[qtype], [], [0])
+    zero = helper.make_tensor("x_zero", ONNX_TYPE_OF[qtype], [], [0])
     scale = numpy_helper.from_array(np.array(0.02, np.float32), "x_scale")
     attrs = dict(schema.DcnAttrs(padding=(1, 1)).node_attrs(schema.TARGET_DCNCONVERT))
     attrs.update({schema.ATTR_WEIGHT: weight, schema.ATTR_WEIGHT_SHAPE: w_shape,
@@ -66,7 +58,7 @@ def quant_model(qtype: str, output_scale: bool, channels: int = 32) -> onnx.Mode
     initializers = [scale, zero]
     if output_scale:
         initializers += [numpy_helper.from_array(np.array(0.5, np.float32), "y_scale"),
-                         helper.make_tensor("y_zero", ONNX_TYPES[qtype], [], [0])]
+                         helper.make_tensor("y_zero", ONNX_TYPE_OF[qtype], [], [0])]
         nodes.append(helper.make_node("DequantizeLinear", ["y_q", "y_scale", "y_zero"], ["y"], name="dq_y"))
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 8, 8]),
               helper.make_tensor_value_info("offset", TensorProto.FLOAT, [1, 2 * k * k, 8, 8]),
