@@ -1,5 +1,6 @@
-"""compute-sanitizer driver for the quantized layers: the 8-bit tiles (each forced) and the simple
-kernel on two small cases, INT8 and FP8, float and quantized output, with CuPy's pool off so every
+"""compute-sanitizer driver for the quantized layers: the 8-bit tiles (each forced, also with K
+split 2 ways, both reductions) and the simple kernel on two small cases, INT8 and FP8, float and
+quantized output, with CuPy's pool off so every
 tensor is its own allocation. Checks each float output against the Q/DQ model's bound as well.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/quant_sanitize.py
@@ -56,6 +57,15 @@ def main() -> int:
                     runs += 1
             core_quant.run(lib, case, qtype, "float16", inputs, algo=core.ALGO_AUTO, out_scale=0.05)
             runs += 1
+            # K split 2 ways, added by the reduction kernel and in clusters, float and quantized output
+            for mode in (core.SPLIT_REDUCE_KERNEL, core.SPLIT_REDUCE_CLUSTER):
+                core.set_split_reduce(mode, lib)
+                for algo in tiles:
+                    for out_scale in (None, 0.05):
+                        core_quant.run(lib, case, qtype, "float16", inputs, algo=algo + core.ALGO_SPLIT_STEP,
+                                       out_scale=out_scale)
+                        runs += 1
+            core.set_split_reduce(core.SPLIT_REDUCE_AUTO, lib)
     print(f"quant_sanitize: {runs} runs within their bounds")
     return 0
 

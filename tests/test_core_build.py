@@ -409,7 +409,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
             if want is None:
                 assert choice is None, (quant, cin, dg, choice)
             else:
-                assert choice is not None and choice[0] in want and choice[1] == 1, (quant, cin, choice)
+                assert choice is not None and choice[0] in want, (quant, cin, choice)
             assert core_fused.fused_choice(layer, device=(108, 166912, 8), lib=lib) is None  # sm_80
     dla.ho = 99
     with pytest.raises(ValidationError, match="ho"):

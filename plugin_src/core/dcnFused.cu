@@ -223,10 +223,13 @@ DcnStatus launchSplitReduce(DcnParams const& p, FusedArgs const& at, float const
 {
     int64_t const len = at.pixels - at.pixBase;
     dim3 const rgrid(static_cast<unsigned>(((len + 3) / 4 * int64_t(p.cout) + 255) / 256));
+    bool const qout = p.quant != kDCN_QUANT_NONE && p.outType != p.dtype; // a quantized output
     cudaError_t const err = byFloat(p.dtype, [&](auto e) {
         using T = typename decltype(e)::type;
-        return launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, at, partial,
-            static_cast<T const*>(bias), static_cast<T*>(out));
+        return qout ? launchEx(pdl, dcnSplitReduceKernel<T, true>, rgrid, dim3(256), 0, stream, at, partial,
+                          static_cast<T const*>(bias), out)
+                    : launchEx(pdl, dcnSplitReduceKernel<T>, rgrid, dim3(256), 0, stream, at, partial,
+                          static_cast<T const*>(bias), out);
     });
     return launchError("split-K reduction", p, tile, msg, msgLen, err);
 }

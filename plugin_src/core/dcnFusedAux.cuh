@@ -234,14 +234,16 @@ __global__ void __launch_bounds__(256) dcnPrepKernel(T const* __restrict__ x, T 
 }
 
 /* Split-K epilogue: out[n][co][r] = bias[co] + sum over s of partial[s][co][p - pixBase] for the
- * pixels p = n * howo + r >= a.pixBase, the splits added in order (deterministic). One thread per
+ * pixels p = n * howo + r >= a.pixBase, the splits added in order (deterministic). QOUT: a quantized
+ * layer's quantized output (a.outType, a.outScale); its float output is T's. One thread per
  * 4 consecutive pixels of one output channel, with all its loads in flight at once (16-byte loads
  * when the rows of partial sums are 16-byte aligned, (pixels - pixBase) % 4 == 0), so that a
  * typical layer's reduction is about one wave of blocks. Grid: ceil(cout * ceil((pixels - pixBase) / 4) / 256) blocks of 256. */
-template <typename T>
+template <typename T, bool QOUT = false>
 __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, float const* __restrict__ partial,
-    T const* __restrict__ bias, T* __restrict__ out)
+    T const* __restrict__ bias, void* __restrict__ outV)
 {
+    T* const out = static_cast<T*>(outV);
     gridDependencyWait(); // the partial sums are complete (programmatic dependent launch, sm_90)
     // After a call without a prep pass (a.waitFirst: x channel-last, weights prepared) the stream's
     // next kernel may be scheduled now; it still waits for this grid before it reads anything. On
@@ -305,7 +307,21 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     uint32_t const nf = a.divHoWo.div(static_cast<uint32_t>(pf));
     int64_t const rf = pf - static_cast<int64_t>(nf) * a.howo;
     T* const dst = out + nf * a.outImg + co * a.howo + rf;
-    if (pf + 3 < a.pixels && rf + 3 < a.howo && reinterpret_cast<uintptr_t>(dst) % sizeof(Vec) == 0)
+    if (QOUT) // a quantized output (the partial sums were scaled, dcnFusedNhwcConsumers.cuh)
+    {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+        {
+            int64_t const p = pf + j;
+            if (p < a.pixels)
+            {
+                uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+                dcn::simple::storeAs(outV, n * a.outImg + co * a.howo + (p - static_cast<int64_t>(n) * a.howo), r[j] + b,
+                    a.outType, a.outScale);
+            }
+        }
+    }
+    else if (pf + 3 < a.pixels && rf + 3 < a.howo && reinterpret_cast<uintptr_t>(dst) % sizeof(Vec) == 0)
     {
         alignas(16) T e[4];
 #pragma unroll

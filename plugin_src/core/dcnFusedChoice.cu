@@ -122,7 +122,7 @@ size_t alignUp(size_t v)
 /* The most K splits p may use (device-independent: it sizes the workspace); 1 = no split. */
 int capSplits(DcnParams const& p)
 {
-    if (!nhwcApplies(p) || p.quant != kDCN_QUANT_NONE) // quantized layers: no K split
+    if (!nhwcApplies(p))
         return 1;
     int64_t const chunks = chunks32(p);
     int64_t const blocks = channelTiles128(p) * ((p.n * p.ho * p.wo + 63) / 64);
@@ -237,8 +237,6 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
         if (operandParts(tile, p) == 2 && !builtFor(kTiles[tile], kernelType(p), p.math))
             return "this FP32 warpgroup tile is not built for 3xTF32 (both TF32 parts of each operand would not fit in "
                    "shared memory); it runs in TF32 mode";
-        if (p.quant != kDCN_QUANT_NONE && splits > 1)
-            return "quantized layers do not split K";
         if (!builtFor(kTiles[tile], kernelType(p), p.math))
             return "AUTO never chooses this tile for this element type and math, so it is not built for it (the "
                    "tiles dcnFusedTileInfo lists for it are)";

@@ -55,8 +55,8 @@ float blockFixed(int tile)
  * workspace (after the NHWC copy and the permuted weights) and the grid. */
 bool tailFits(DcnParams const& p, int t, int64_t xTail, int s, size_t workspaceSize)
 {
-    if (!kTiles[t].nhwc || p.quant != kDCN_QUANT_NONE || workspaceSize < nhwcBytes(p) || int64_t(p.group) * s > 65535)
-        return false; // quantized layers do not split K
+    if (!kTiles[t].nhwc || workspaceSize < nhwcBytes(p) || int64_t(p.group) * s > 65535)
+        return false;
     int64_t const room = int64_t((workspaceSize - nhwcBytes(p)) / sizeof(float));
     return s * xTail * kTiles[t].bn * p.cout <= room;
 }

@@ -109,12 +109,12 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
             for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
             {
                 int const c = c0 + i * CSTEP;
-                if (c >= r0 && c < rows)
-                    *dst = sT[c * LDT + px];
+                if (c >= r0 && c < rows) // quantized layers: the sums times their scales (stageTile)
+                    *dst = dcn::simple::kQuantized<T> ? sT[c * LDT + px] * sBias[C::BM + c] : sT[c * LDT + px];
             }
             return;
         }
-        // Quantized layers (8-bit T, no K split): the sums times their scales, plus bias, as a.outType.
+        // Quantized layers (8-bit T): the sums times their scales, plus bias, as a.outType.
         uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
         int64_t at = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo)
             + (static_cast<int64_t>(g) * a.mg + m0 + c0) * a.howo;
@@ -229,7 +229,10 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
-        float fresh[FP8 ? C::SWAP_N / 2 : 1] = {}; // FP8: one chunk's sums of one MMA slice
+        // FP8: one chunk's sums of one slice of FRESH_N output channels (64 on the 256-row tile,
+        // whose consumers hold 128 accumulators already).
+        constexpr int FRESH_N = C::BM / C::CWG > 128 ? 64 : 128;
+        float fresh[FP8 ? FRESH_N / 2 : 1] = {};
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
@@ -248,19 +251,26 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             {
                 // FP8: the tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3
                 // report, section 3.3.2: about 14), so each chunk's products (128 channels) go into
-                // a fresh sum, one 128-channel MMA slice at a time, added to acc by FP32 adds.
+                // a fresh sum, one slice of FRESH_N output channels at a time, added to acc by FP32 adds.
 #pragma unroll
-                for (int ns = 0; ns < C::BM / C::CWG / C::SWAP_N; ++ns)
+                for (int ns = 0; ns < C::BM / C::CWG / FRESH_N; ++ns)
                 {
                     wgmmaFence();
 #pragma unroll
                     for (int ks = 0; ks < KSTEPS; ++ks)
-                        wgmmaE4m3(fresh, wgmmaDesc(bS + ks * 32), wgmmaDesc(aS + ns * C::SWAP_N * 128 + ks * 32), ks > 0);
+                    {
+                        uint64_t const samples = wgmmaDesc(bS + ks * 32);
+                        uint64_t const weights = wgmmaDesc(aS + ns * FRESH_N * 128 + ks * 32);
+                        if constexpr (FRESH_N == 64)
+                            wgmmaE4m3N64(fresh, samples, weights, ks > 0);
+                        else
+                            wgmmaE4m3(fresh, samples, weights, ks > 0);
+                    }
                     wgmmaCommit();
                     wgmmaWait<0>();
-                    float* const sum = &acc[0][0][0] + ns * C::SWAP_N / 2;
+                    float* const sum = &acc[0][0][0] + ns * FRESH_N / 2;
 #pragma unroll
-                    for (int i = 0; i < C::SWAP_N / 2; ++i)
+                    for (int i = 0; i < FRESH_N / 2; ++i)
                     {
                         wgmmaFenceOperand(fresh[i]);
                         sum[i] += fresh[i];

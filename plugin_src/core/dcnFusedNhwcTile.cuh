@@ -145,7 +145,8 @@ struct NTile
     // path only where that fits.
     static constexpr uint32_t STAGE_BYTES = static_cast<uint32_t>(STAGES * (A_BYTES + B_BYTES));
     static constexpr uint32_t ROW_BYTES = (BN + 4) * 4;
-    static constexpr uint32_t RECV_OFF = (BM * ROW_BYTES + BM * 4 + 15) / 16 * 16;
+    // The cluster's receive area follows the staged tile, its biases and (8-bit tiles) weight scales.
+    static constexpr uint32_t RECV_OFF = (BM * ROW_BYTES + (sizeof(T) == 1 ? 2 : 1) * BM * 4 + 15) / 16 * 16;
     static __host__ __device__ constexpr int recvShare(int splits)
     {
         return (BM + splits - 1) / splits;

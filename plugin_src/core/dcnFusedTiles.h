@@ -135,8 +135,8 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.0f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
-    {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 64, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f},
-    {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f},
+    {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f},
+    {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,

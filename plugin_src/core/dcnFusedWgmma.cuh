@@ -185,6 +185,19 @@ __device__ __forceinline__ void wgmmaE4m3(float* d, uint64_t descA, uint64_t des
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(descA), "l"(descB), "r"(accumulate));
 }
+/* The same for one m64n64 slice (32 registers per thread). */
+__device__ __forceinline__ void wgmmaE4m3N64(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, "
+                 "%8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, "
+                 "%24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1;\n\t}"
+                 : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24)
+                 : "l"(descA), "l"(descB), "r"(accumulate));
+}
 #else
 template <>
 __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA, uint64_t descB)
@@ -195,6 +208,14 @@ __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA
     DCN_WGMMA_MISSING();
 }
 __device__ __forceinline__ void wgmmaE4m3(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    (void)d;
+    (void)descA;
+    (void)descB;
+    (void)accumulate;
+    DCN_WGMMA_MISSING();
+}
+__device__ __forceinline__ void wgmmaE4m3N64(float* d, uint64_t descA, uint64_t descB, int accumulate)
 {
     (void)d;
     (void)descA;
