@@ -191,7 +191,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             uint4 av[C::REG_A ? AIT : 1]; // weight vectors (register path only)
             uint2 w[C::PACK16 ? C::PXU : 1]; // PACK16: the corner weights, two T pairs
             int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
-            bool zero; // kp2: this thread's kernel point is past the last (its samples are 0)
         };
         // The sampling plan of the next chunk's deformable group (built when that group changes).
         auto ensurePlan = [&]() {
@@ -227,7 +226,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 aPtr += C::BK;
             }
             int const e0 = slotBase + taskKp() * C::BN;
-            R.zero = kp2 && kp + kpOff >= a.kk;
 #pragma unroll
             for (int u = 0; u < C::PXU; ++u)
             {
@@ -314,7 +312,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 if constexpr (C::PACK16 && dcn::simple::kQuantized<T>)
                 {
                     res = interpPackedQuant<T>(R.w[u], R.v[u]);
-                    if (R.zero)
+                    if (kp2 && 2 * (kc0 + kc) + kpOff >= a.kk) // past the last kernel point: zeros
                         res = make_uint4(0u, 0u, 0u, 0u);
                 }
                 else if constexpr (C::PACK16)
