@@ -1,8 +1,10 @@
 """CPU run of bench/dcn_bench.py end to end, with NumPy standing in for CuPy: dcn_bench_gpu.py's
-real input generation, BF16/FP16 conversions, error metrics and CUDA-graph timing loop run on a fake
-CuPy; the implementations write the float64 NumPy reference rounded to each precision. Also checks
-the baseline library's ctypes signatures against the C prototypes in bench/baseline/im2col_cublas.cu.
-No GPU, CuPy or PyTorch is needed or imported.
+real input generation, BF16/FP16 conversions, error metrics and CUDA-graph timing loop, and
+dcn_bench_quant.py's quantized inputs, Q/DQ reference and bound, run on a fake CuPy; the
+implementations write the float64 NumPy reference rounded to each precision (one quantized row
+beyond its bound). Also checks the 8-bit conversions against ml_dtypes and the baseline library's
+ctypes signatures against the C prototypes in bench/baseline/im2col_cublas.cu. No GPU, CuPy or
+PyTorch is needed or imported.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ sys.path.insert(0, str(BENCH))
 import bench_shapes as bs  # noqa: E402
 import dcn_bench  # noqa: E402
 import dcn_bench_gpu as gpu  # noqa: E402
+import dcn_bench_peak  # noqa: E402
 import dcn_bench_plot  # noqa: E402
+import dcn_bench_quant as quant  # noqa: E402
+import ml_dtypes  # noqa: E402
 from support import core  # noqa: E402
 from support.reference import modulated_deform_conv2d  # noqa: E402
 
@@ -186,14 +191,42 @@ def _fake_gpu() -> types.ModuleType:
     mod.torchvision_impl = torchvision_impl
     mod.time_torch = time_torch
     mod.reference = _ref64
-    mod.matmul_peak = lambda name, size, reps: {"fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 720.0}[
-        name
-    ]
+
+    def dcn64(shape, f):
+        attrs = {"stride": shape.stride, "padding": shape.pad, "dilation": shape.dilation}
+        args = (f["x"], f["offset"], f["mask"], f["weight"], f["bias"])
+        return modulated_deform_conv2d(*args, **attrs, group=shape.group, deformable_group=shape.dg)
+
+    mod.dcn64 = dcn64
     return mod
+
+
+PEAKS = {"fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 720.0, "int8": 900.0, "fp8e4m3": 1400.0}
+
+
+def _fake_quant_impl(fake_gpu, over: tuple[str, str]):
+    """quant.core_impl writing the Q/DQ model rounded to FP16; on the layer and precision ``over`` one
+    output element off by twice its bound."""
+
+    def core_impl(gpu_mod, lib, shape, prec, x_scale):
+        assert gpu_mod is fake_gpu and x_scale > 0
+
+        def call(st):
+            if "ref" not in st:
+                st["ref"] = quant.reference(gpu_mod, shape, prec, st)
+            out = st["ref"]["qdq_host"].copy()
+            if (shape.name, prec.name) == over:
+                out[0, 0, 0, 0] += 2.0 * st["ref"]["bound"][0, 0, 0, 0]
+            st["out"][...] = out.astype(np.float16)
+
+        return call
+
+    return core_impl
 
 
 def test_main_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "dcn_bench_gpu", _fake_gpu())
+    monkeypatch.setattr(dcn_bench_peak, "matmul_peak", lambda name, size, reps: PEAKS[name])
     monkeypatch.setattr(bs, "SHAPES", TINY)
     base = types.SimpleNamespace(baselineCublasVersion=lambda: 130100)
     corelib = types.SimpleNamespace(dcnFusedTileCount=lambda: 2)
@@ -249,6 +282,152 @@ def test_main_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
     ]
     assert "SKIPPED by --time-limit: tiny-a" in capsys.readouterr().out
     assert "Not run (time limit): tiny-a" in (tmp_path / "results.md").read_text()
+
+
+def test_quantized_rows_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
+    """FP16, INT8 and FP8 in one run: the 8-bit precisions run the engine rows only (and say so),
+    each row's share of the peak is against its own type's peak, the Q/DQ bound flags the one row
+    written beyond it, and the INT8/FP8 table and bars are printed and written."""
+    fake = _fake_gpu()
+    monkeypatch.setitem(sys.modules, "dcn_bench_gpu", fake)
+    monkeypatch.setattr(dcn_bench_peak, "matmul_peak", lambda name, size, reps: PEAKS[name])
+    monkeypatch.setattr(quant, "core_impl", _fake_quant_impl(fake, ("tiny-s2", "fp8e4m3")))
+    monkeypatch.setattr(quant, "auto_name", lambda lib, p, meta: f"q{p.quant}-{p.xLayout}{p.weightLayout}")
+    monkeypatch.setattr(bs, "SHAPES", TINY)
+    corelib = types.SimpleNamespace(dcnFusedTileCount=lambda: 2)
+    libs = {"core": corelib, "baseline": None, "errors": {}}
+    monkeypatch.setattr(dcn_bench, "load_libs", lambda args: libs)
+    argv = ["--quick", "--precisions", "fp16,int8,fp8e4m3", "--impls", "fused-engine,simple"]
+    argv += ["--out", str(tmp_path)]
+    assert dcn_bench.main(argv) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["peak"] == {"fp16": 700.0, "int8": 900.0, "fp8e4m3": 1400.0}
+    rows = {(r["shape"], r["precision"], r["impl"]): r for r in res["rows"]}
+    assert set(rows) == {
+        (s.name, prec, impl)
+        for s in TINY
+        for prec, impl in (("fp16", "fused-engine"), ("fp16", "simple"), ("int8", "fused-engine"),
+                           ("fp8e4m3", "fused-engine"))
+    }
+    assert res["meta"]["not_run"] == [
+        "int8, fp8e4m3 with simple: only the engine path of the core (fused-engine) takes 8-bit x and "
+        "weights (x channel-last, weights prepared once)"
+    ]
+    for (shape, prec, impl), r in rows.items():
+        assert r["status"] == "ok" and r["method"] == "graph", r
+        assert r["frac_peak"] == pytest.approx(r["tflops"] / PEAKS[prec])
+        if impl == "fused-engine":  # AUTO of the engine problem: x channel-last (1), weights prepared (1)
+            assert r["auto"] == f"q{bs.QUANT_CODES.get(prec, 0)}-11"
+        if prec == "fp16":
+            assert "err_over_bound" not in r
+            continue
+        # FP16 rounding of the Q/DQ output: within 2^-11 relative, far inside the bound
+        if (shape, prec) == ("tiny-s2", "fp8e4m3"):
+            assert r["within_bound"] is False and 1.5 < r["err_over_bound"] < 2.5, r
+        else:
+            assert r["within_bound"] is True and 0 < r["err_over_bound"] < 0.5, r
+            assert 0 < r["rel_l2"] <= 2.0**-11
+    out = capsys.readouterr().out
+    assert "[not run] int8, fp8e4m3 with simple" in out
+    assert "OVER THE Q/DQ BOUND: tiny-s2/fp8e4m3/fused-engine (x" in out
+    assert "FAIL  engine path: fp8e4m3 error within the Q/DQ bound" in out
+    assert "PASS  engine path: int8 error within the Q/DQ bound" in out
+    assert "### INT8 and FP8" in out
+    md = (tmp_path / "results.md").read_text()
+    assert "### INT8 and FP8" in md and "**FAIL" in md and "Not run: int8, fp8e4m3 with simple" in md
+    assert not any(ln.startswith("| tiny-a | test") and "| int8 |" in ln for ln in md.splitlines())
+
+
+def test_quantized_sets_are_8_bit_and_share_the_x_scale(fake_cupy):
+    """make_sets: x and weights as the core's bytes on the grid of the scales (x per tensor, the same
+    scale in every set; weights per output channel), offset, mask, bias and out FP16, the float
+    values those of the float precisions' sets."""
+    from support.quant import quantize as quant_ref
+
+    shape = TINY[0]
+    for prec in (p for p in bs.PRECISIONS if p.quant):
+        sets = quant.make_sets(gpu, shape, prec, 77, 3)
+        qmax = {"int8": 127.0, "fp8e4m3": 448.0}[prec.quant]
+        assert len({st["x_scale"] for st in sets}) == 1
+        for i, st in enumerate(sets):
+            f = gpu.make_set(shape, bs.PRECISIONS[0], 77 + i)
+            assert st["x"].dtype == (np.int8 if prec.quant == "int8" else np.uint8)
+            assert st["x"].shape == f["x"].shape and st["weight"].shape == f["weight"].shape
+            assert all(st[k].dtype == np.float16 for k in ("offset", "mask", "bias", "out"))
+            np.testing.assert_array_equal(st["offset"], f["offset"].astype(np.float16))
+            # set 0's scale for every set's x (where another set's x exceeds it, saturated)
+            x = quant_ref(f["x"], st["x_scale"], prec.quant)
+            np.testing.assert_array_equal(quant.grid_values(st["x"], prec.quant), x)
+            assert st["w_scale"].dtype == np.float32 and st["w_scale"].shape == (shape.cout,)
+            w_scale = np.abs(f["weight"]).reshape(shape.cout, -1).max(axis=1) / qmax
+            np.testing.assert_array_equal(st["w_scale"], w_scale.astype(np.float32))
+            w = quant_ref(f["weight"], st["w_scale"].astype(np.float64)[:, None, None, None], prec.quant)
+            np.testing.assert_array_equal(quant.grid_values(st["weight"], prec.quant), w)
+        x0 = gpu.make_set(shape, bs.PRECISIONS[0], 77)["x"]
+        assert sets[0]["x_scale"] == float(np.float32(np.abs(x0).max() / qmax))
+        assert np.abs(quant.grid_values(sets[0]["x"], prec.quant)).max() == qmax
+
+
+def test_e4m3_and_int8_bytes_match_ml_dtypes(fake_cupy):
+    """E4M3 bytes: every finite code decodes to ml_dtypes' value and encodes back; random values,
+    the midpoints between neighbours (ties to even), subnormals and values past 448 (saturated)
+    round as ml_dtypes rounds; INT8 and FP8 quantization as tests/support/quant.py's."""
+    from support.core_quant import to_bytes
+    from support.quant import quantize as quantize_ref
+
+    codes = np.arange(256, dtype=np.uint8)
+    finite = codes[(codes & 0x7F) != 0x7F]
+    values = finite.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    np.testing.assert_array_equal(quant.e4m3_values(finite), values)
+    np.testing.assert_array_equal(quant.e4m3_bits(values), finite)  # -0.0 keeps its sign
+    grid = np.unique(np.abs(values))
+    mids = (grid[:-1] + grid[1:]) / 2
+    rng = np.random.default_rng(11)
+    vals = np.concatenate([
+        mids, -mids, rng.standard_normal(20000) * rng.choice([1e-3, 0.05, 1.0, 30.0, 300.0], 20000),
+        [449.0, 463.9, 464.0, 500.0, -1e6, 2.0**-10, -(2.0**-10), 3 * 2.0**-11, 1e-30],
+    ])
+    expect = np.clip(vals, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    np.testing.assert_array_equal(quant.e4m3_bits(vals), expect)
+    for qtype, scale in (("int8", 0.37), ("fp8e4m3", 0.37), ("fp8e4m3", np.array([[0.5], [2.0]]))):
+        v = vals[:2000].reshape(2, -1)
+        got = quant.quantize(v, scale, qtype)
+        ref = quantize_ref(v, scale, qtype)
+        np.testing.assert_array_equal(got, to_bytes(ref, qtype))
+        np.testing.assert_array_equal(quant.grid_values(got, qtype), ref)
+
+
+def test_quantized_errors_against_the_bound(fake_cupy):
+    """errors: max |out - ref| / bound and within_bound, both ways; non-finite outputs fail."""
+    rng = np.random.default_rng(2)
+    ref = rng.standard_normal((1, 3, 4, 5))
+    bound = np.full(ref.shape, 1e-2)
+    r = {"qdq": ref, "qdq_host": ref, "bound": bound}
+    out = ref + 0.5e-2
+    e = quant.errors(gpu, out, r)
+    assert e["err_over_bound"] == pytest.approx(0.5) and e["within_bound"] is True
+    assert e["rel_l2"] == pytest.approx(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+    out[0, 1, 2, 3] += 1e-2
+    e = quant.errors(gpu, out, r)
+    assert e["err_over_bound"] == pytest.approx(1.5) and e["within_bound"] is False
+    out[0, 0, 0, 0] = np.inf
+    e = quant.errors(gpu, out, r)
+    assert e["nonfinite"] == 1 and e["err_over_bound"] is None and e["within_bound"] is False
+
+
+def test_auto_name_reads_the_device_from_the_run(monkeypatch):
+    import fused_choice
+    from support import core_fused
+
+    seen = []
+    monkeypatch.setattr(core_fused, "tile_infos", lambda lib: [types.SimpleNamespace(name="t0")])
+    monkeypatch.setattr(
+        fused_choice, "choice_name", lambda p, device, lib, names: seen.append(device) or names[0]
+    )
+    lib = types.SimpleNamespace()
+    meta = {"sm_count": 132, "smem_optin": 232448, "cc": "9.0"}
+    assert quant.auto_name(lib, core.DcnParams(), meta) == "t0" and seen == [(132, 232448, 9)]
+    assert quant.auto_name(lib, core.DcnParams(), {**meta, "smem_optin": None}) is None
 
 
 def _c_params(source: str, name: str) -> list[str]:
