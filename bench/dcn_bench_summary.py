@@ -2,6 +2,7 @@
 
     python3 bench/fused_choice.py > choices.txt
     python3 bench/dcn_bench_summary.py docs/benchmarks_h200_results.json --choices choices.txt
+    python3 bench/dcn_bench_summary.py build/dcn_bench_quant/results.json --quant   # INT8 and FP8 only
 
 Prints three Markdown tables: FP16 and BF16 (both fused paths against the baseline, FP16 also
 against torchvision), then FP32 (3xTF32) and TF32; and where the result has INT8/FP8 rows, the
@@ -128,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", help="results.json of bench/dcn_bench.py")
     ap.add_argument("--choices", default=None, help="what bench/fused_choice.py printed (the AUTO columns)")
+    ap.add_argument("--quant", action="store_true", help="only the INT8 and FP8 table")
     args = ap.parse_args(argv)
     try:
         result = json.loads(Path(args.results).read_text(encoding="utf-8"))
@@ -135,7 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(tables(result, choices))
+    if args.quant:
+        text = quant_report.table(result, choices)
+        if not text:
+            print(f"error: {args.results} has no INT8 or FP8 rows", file=sys.stderr)
+            return 1
+        print(text, end="")
+    else:
+        print(tables(result, choices))
     return 0
 
 

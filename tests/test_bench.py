@@ -403,7 +403,7 @@ def test_quant_table_acceptance_and_error_flags():
     assert quant_report.table(_result()) == "" and quant_report.acceptance(_result()) == []
 
 
-def test_reports_take_quantized_results(tmp_path: Path) -> None:
+def test_reports_take_quantized_results(tmp_path: Path, capsys) -> None:
     """The float tables leave the 8-bit rows out; markdown, the summary, the docs page and the plot's
     panels take a result with them."""
     res = _quant_result()
@@ -426,6 +426,12 @@ def test_reports_take_quantized_results(tmp_path: Path) -> None:
     assert shapes[0] == "r50-c4" and list(series) == ["fused-engine"] and series["fused-engine"][0] == 10.0
     (tmp_path / "q.json").write_text(json.dumps(res))
     assert summary.main([str(tmp_path / "q.json")]) == 0
+    capsys.readouterr()
+    assert summary.main([str(tmp_path / "q.json"), "--quant"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### INT8 and FP8") and "### FP16" not in out
+    (tmp_path / "f.json").write_text(json.dumps(_result()))
+    assert summary.main([str(tmp_path / "f.json"), "--quant"]) == 1
     assert dcn_bench_plot.main([str(tmp_path / "q.json"), "--docs", str(tmp_path / "q.md")]) == 0
 
 
