@@ -63,7 +63,7 @@ def e4m3_values(bits):
     b = bits.astype(cupy.int32)
     exp_field, mant = (b >> 3) & 15, (b & 7).astype(cupy.float64)
     mag = cupy.where(exp_field == 0, mant * 2.0**-9, cupy.ldexp(8.0 + mant, exp_field - 10))
-    return cupy.where(b & 0x80, -mag, mag)
+    return cupy.where((b & 0x80) != 0, -mag, mag)
 
 
 def quantize(values, scale, qtype: str):
@@ -97,9 +97,10 @@ def make_sets(gpu, shape: Shape, prec: Precision, seed: int, nsets: int) -> list
 
     qmax = QMAX[prec.quant]
     sets: list[dict] = []
+    x_scale = 0.0
     for i in range(nsets):
         st = gpu.make_set(shape, _FP32, seed + i)
-        if not sets:
+        if i == 0:
             x_scale = float(np.float32(float(cupy.abs(st["x"]).max()) / qmax))
         w_scale = (cupy.abs(st["weight"]).reshape(shape.cout, -1).max(axis=1) / qmax).astype(cupy.float32)
         half = {k: None if st[k] is None else st[k].astype(cupy.float16) for k in ("offset", "mask", "bias")}

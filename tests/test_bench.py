@@ -399,6 +399,15 @@ def test_quant_table_acceptance_and_error_flags():
     ]
     summary_text = report.error_summary(res)
     assert "OVER THE Q/DQ BOUND: bev-c4/fp8e4m3/fused-engine (x1.70), dla-up-proj" in summary_text
+    # a row without a reference (its inputs or reference failed): neither passed nor over the bound
+    for r in res["rows"]:
+        if (r["shape"], r["precision"]) == ("r50-c5", "int8"):
+            del r["err_over_bound"], r["within_bound"]
+    assert "| no reference |" in quant_report.table(res)
+    assert "part  engine path: int8 error within the Q/DQ bound: worst 0.20 of it (no reference: 1)" in (
+        quant_report.acceptance(res)
+    )
+    assert len(quant_report.over_bound(res)) == 2
     # a result without 8-bit rows has no such table or bars
     assert quant_report.table(_result()) == "" and quant_report.acceptance(_result()) == []
 
