@@ -1,17 +1,15 @@
-"""CPU run of bench/dcn_bench.py end to end, with NumPy standing in for CuPy: dcn_bench_gpu.py's
-real input generation, BF16/FP16 conversions, error metrics and CUDA-graph timing loop, and
-dcn_bench_quant.py's quantized inputs, Q/DQ reference and bound, run on a fake CuPy; the
+"""CPU run of bench/dcn_bench.py end to end, with NumPy standing in for CuPy (tests/support/fake_cupy.py):
+dcn_bench_gpu.py's real input generation, BF16/FP16 conversions, error metrics and CUDA-graph
+timing loop, and dcn_bench_quant.py's quantized inputs, Q/DQ reference and bound; the
 implementations write the float64 NumPy reference rounded to each precision (one quantized row
-beyond its bound). Also checks the 8-bit conversions against ml_dtypes and the baseline library's
-ctypes signatures against the C prototypes in bench/baseline/im2col_cublas.cu. No GPU, CuPy or
-PyTorch is needed or imported.
+beyond its bound). Also checks the baseline library's ctypes signatures against the C prototypes
+in bench/baseline/im2col_cublas.cu. No GPU, CuPy or PyTorch is needed or imported.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -28,80 +26,14 @@ import dcn_bench_gpu as gpu  # noqa: E402
 import dcn_bench_peak  # noqa: E402
 import dcn_bench_plot  # noqa: E402
 import dcn_bench_quant as quant  # noqa: E402
-import ml_dtypes  # noqa: E402
 from support import core  # noqa: E402
+from support.fake_cupy import fake_cupy_module  # noqa: E402
 from support.reference import modulated_deform_conv2d  # noqa: E402
-
-# ------------------------------------------------------------------------------------------------
-# a fake CuPy
-
-
-class _FakeStream:
-    def __init__(self, non_blocking: bool = False) -> None:
-        self.capturing = False
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def synchronize(self) -> None:
-        pass
-
-    def begin_capture(self, mode=None) -> None:
-        self.capturing = True
-
-    def end_capture(self):
-        self.capturing = False
-        return types.SimpleNamespace(launch=lambda stream=None: None)
-
-
-class _FakeEvent:
-    def record(self, stream=None) -> None:
-        self.t = time.perf_counter()
-
-    def synchronize(self) -> None:
-        pass
-
-
-class _FakeRandomState:
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def standard_normal(self, size, dtype=np.float32):
-        return self.rng.standard_normal(size, dtype=dtype)
-
-    def uniform(self, low, high, size, dtype=np.float32):
-        return self.rng.uniform(low, high, size).astype(dtype)
-
-
-def _fake_cupy() -> types.ModuleType:
-    mod = types.ModuleType("cupy")
-    mod.__getattr__ = lambda name: getattr(np, name)
-    props = {"name": b"Fake GPU", "multiProcessorCount": 2, "l2CacheSize": 1 << 16, "major": 9, "minor": 0}
-    runtime = types.SimpleNamespace(
-        deviceSynchronize=lambda: None,
-        getDeviceProperties=lambda i: props,
-        runtimeGetVersion=lambda: 13000,
-        driverGetVersion=lambda: 13000,
-    )
-    mod.cuda = types.SimpleNamespace(
-        Stream=_FakeStream,
-        Event=_FakeEvent,
-        runtime=runtime,
-        Device=lambda: types.SimpleNamespace(id=0),
-        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3,
-    )
-    mod.random = types.SimpleNamespace(RandomState=_FakeRandomState)
-    mod.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
-    mod.__version__ = "fake"
-    return mod
 
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy_module())
 
 
 def test_bf16_and_fp16_storage_round_like_the_core(fake_cupy):
@@ -336,98 +268,6 @@ def test_quantized_rows_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, ca
     md = (tmp_path / "results.md").read_text()
     assert "### INT8 and FP8" in md and "**FAIL" in md and "Not run: int8, fp8e4m3 with simple" in md
     assert not any(ln.startswith("| tiny-a | test") and "| int8 |" in ln for ln in md.splitlines())
-
-
-def test_quantized_sets_are_8_bit_and_share_the_x_scale(fake_cupy):
-    """make_sets: x and weights as the core's bytes on the grid of the scales (x per tensor, the same
-    scale in every set; weights per output channel), offset, mask, bias and out FP16, the float
-    values those of the float precisions' sets."""
-    from support.quant import quantize as quant_ref
-
-    shape = TINY[0]
-    for prec in (p for p in bs.PRECISIONS if p.quant):
-        sets = quant.make_sets(gpu, shape, prec, 77, 3)
-        qmax = {"int8": 127.0, "fp8e4m3": 448.0}[prec.quant]
-        assert len({st["x_scale"] for st in sets}) == 1
-        for i, st in enumerate(sets):
-            f = gpu.make_set(shape, bs.PRECISIONS[0], 77 + i)
-            assert st["x"].dtype == (np.int8 if prec.quant == "int8" else np.uint8)
-            assert st["x"].shape == f["x"].shape and st["weight"].shape == f["weight"].shape
-            assert all(st[k].dtype == np.float16 for k in ("offset", "mask", "bias", "out"))
-            np.testing.assert_array_equal(st["offset"], f["offset"].astype(np.float16))
-            # set 0's scale for every set's x (where another set's x exceeds it, saturated)
-            x = quant_ref(f["x"], st["x_scale"], prec.quant)
-            np.testing.assert_array_equal(quant.grid_values(st["x"], prec.quant), x)
-            assert st["w_scale"].dtype == np.float32 and st["w_scale"].shape == (shape.cout,)
-            w_scale = np.abs(f["weight"]).reshape(shape.cout, -1).max(axis=1) / qmax
-            np.testing.assert_array_equal(st["w_scale"], w_scale.astype(np.float32))
-            w = quant_ref(f["weight"], st["w_scale"].astype(np.float64)[:, None, None, None], prec.quant)
-            np.testing.assert_array_equal(quant.grid_values(st["weight"], prec.quant), w)
-        x0 = gpu.make_set(shape, bs.PRECISIONS[0], 77)["x"]
-        assert sets[0]["x_scale"] == float(np.float32(np.abs(x0).max() / qmax))
-        assert np.abs(quant.grid_values(sets[0]["x"], prec.quant)).max() == qmax
-
-
-def test_e4m3_and_int8_bytes_match_ml_dtypes(fake_cupy):
-    """E4M3 bytes: every finite code decodes to ml_dtypes' value and encodes back; random values,
-    the midpoints between neighbours (ties to even), subnormals and values past 448 (saturated)
-    round as ml_dtypes rounds; INT8 and FP8 quantization as tests/support/quant.py's."""
-    from support.core_quant import to_bytes
-    from support.quant import quantize as quantize_ref
-
-    codes = np.arange(256, dtype=np.uint8)
-    finite = codes[(codes & 0x7F) != 0x7F]
-    values = finite.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
-    np.testing.assert_array_equal(quant.e4m3_values(finite), values)
-    np.testing.assert_array_equal(quant.e4m3_bits(values), finite)  # -0.0 keeps its sign
-    grid = np.unique(np.abs(values))
-    mids = (grid[:-1] + grid[1:]) / 2
-    rng = np.random.default_rng(11)
-    vals = np.concatenate([
-        mids, -mids, rng.standard_normal(20000) * rng.choice([1e-3, 0.05, 1.0, 30.0, 300.0], 20000),
-        [449.0, 463.9, 464.0, 500.0, -1e6, 2.0**-10, -(2.0**-10), 3 * 2.0**-11, 1e-30],
-    ])
-    expect = np.clip(vals, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
-    np.testing.assert_array_equal(quant.e4m3_bits(vals), expect)
-    for qtype, scale in (("int8", 0.37), ("fp8e4m3", 0.37), ("fp8e4m3", np.array([[0.5], [2.0]]))):
-        v = vals[:2000].reshape(2, -1)
-        got = quant.quantize(v, scale, qtype)
-        ref = quantize_ref(v, scale, qtype)
-        np.testing.assert_array_equal(got, to_bytes(ref, qtype))
-        np.testing.assert_array_equal(quant.grid_values(got, qtype), ref)
-
-
-def test_quantized_errors_against_the_bound(fake_cupy):
-    """errors: max |out - ref| / bound and within_bound, both ways; non-finite outputs fail."""
-    rng = np.random.default_rng(2)
-    ref = rng.standard_normal((1, 3, 4, 5))
-    bound = np.full(ref.shape, 1e-2)
-    r = {"qdq": ref, "qdq_host": ref, "bound": bound}
-    out = ref + 0.5e-2
-    e = quant.errors(gpu, out, r)
-    assert e["err_over_bound"] == pytest.approx(0.5) and e["within_bound"] is True
-    assert e["rel_l2"] == pytest.approx(np.linalg.norm(out - ref) / np.linalg.norm(ref))
-    out[0, 1, 2, 3] += 1e-2
-    e = quant.errors(gpu, out, r)
-    assert e["err_over_bound"] == pytest.approx(1.5) and e["within_bound"] is False
-    out[0, 0, 0, 0] = np.inf
-    e = quant.errors(gpu, out, r)
-    assert e["nonfinite"] == 1 and e["err_over_bound"] is None and e["within_bound"] is False
-
-
-def test_auto_name_reads_the_device_from_the_run(monkeypatch):
-    import fused_choice
-    from support import core_fused
-
-    seen = []
-    monkeypatch.setattr(core_fused, "tile_infos", lambda lib: [types.SimpleNamespace(name="t0")])
-    monkeypatch.setattr(
-        fused_choice, "choice_name", lambda p, device, lib, names: seen.append(device) or names[0]
-    )
-    lib = types.SimpleNamespace()
-    meta = {"sm_count": 132, "smem_optin": 232448, "cc": "9.0"}
-    assert quant.auto_name(lib, core.DcnParams(), meta) == "t0" and seen == [(132, 232448, 9)]
-    assert quant.auto_name(lib, core.DcnParams(), {**meta, "smem_optin": None}) is None
 
 
 def _c_params(source: str, name: str) -> list[str]:
