@@ -1,7 +1,7 @@
 """compute-sanitizer driver for the quantized layers: the 8-bit tiles (each forced, also with K
-split 2 ways, both reductions) and the simple kernel on two small cases, INT8 and FP8, float and
-quantized output, with CuPy's pool off so every
-tensor is its own allocation. Checks each float output against the Q/DQ model's bound as well.
+split 2 ways, both reductions) and the simple kernel on three small cases (one of 64 channels),
+INT8 and FP8, float and quantized output, with CuPy's pool off so every tensor is its own
+allocation. Checks each float output against the Q/DQ model's bound as well.
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 bench/quant_sanitize.py
 """
@@ -26,6 +26,8 @@ from support.core_cases import Case, ensure_core_built  # noqa: E402
 CASES = (
     Case("s_c128", 1, 128, 7, 9, 72, (3, 3), (2, 1), (1, 2), (1, 2), off_scale=3.0),
     Case("s_c128_cout160", 1, 128, 6, 5, 160, (3, 3), padding=(1, 1), bias=False, off_scale=2.0),
+    # 64 channels: two kernel points per chunk, the last chunk's second half empty
+    Case("s_c64_pairs", 1, 64, 7, 9, 40, (3, 3), (1, 2), (2, 1), off_scale=3.0),
 )
 
 

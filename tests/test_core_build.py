@@ -399,13 +399,30 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32
     assert core_fused.fused_choice(dla, device=(80, 65536, 7), lib=lib) is None  # sm_75: the simple kernel
     # Quantized layers (INT8, FP8): the 128-channel-chunk warpgroup tiles where channels per group
-    # and per deformable group divide by 128, else the simple kernel (never an NCHW tile).
+    # and per deformable group divide by 128, or a group holds exactly 64 channels within one
+    # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
     q8 = {name["wg-128x64-q8"], name["wg-256x64-q8"]}
     for quant in (1, 2):
-        layers = ((256, 256, 1, q8), (128, 64, 1, q8), (64, 64, 1, None), (256, 128, 4, None))
-        for cin, cout, dg, want in layers:
+        layers = (
+            (256, 256, 1, 1, q8),
+            (128, 64, 1, 1, q8),
+            (64, 64, 1, 1, q8),
+            (64, 128, 1, 1, q8),
+            (128, 64, 2, 2, q8),  # 64 channels per group and per deformable group
+            (256, 128, 2, 2, q8),  # 128 per group and per deformable group
+            (256, 128, 1, 4, None),  # 64 per deformable group, 256 per group: a chunk spans two
+            (128, 128, 1, 2, None),  # 128 per group across two deformable groups
+            (192, 64, 1, 1, None),
+            (64, 64, 2, 1, None),  # 32 per group
+        )
+        for cin, cout, group, dg, want in layers:
             layer = core.make_params(
-                (1, cin, 32, 32), (cout, cin, 3, 3), padding=(1, 1), deformable_group=dg, dtype=core.FLOAT16
+                (1, cin, 32, 32),
+                (cout, cin // group, 3, 3),
+                padding=(1, 1),
+                group=group,
+                deformable_group=dg,
+                dtype=core.FLOAT16,
             )
             layer.quant, layer.xScale, layer.outType = quant, 0.05, core.FLOAT16
             choice = core_fused.fused_choice(layer, lib=lib)

@@ -30,6 +30,11 @@ QUANT_CASES: list[Case] = [
     Case("q_c128_cout320", 1, 128, 20, 24, 320, (3, 3), padding=(1, 1), off_scale=1.5),
     # far offsets, stride 2, no bias
     Case("q_c128_far", 2, 128, 9, 11, 96, (3, 3), (2, 2), (1, 1), bias=False, off_scale=8.0),
+    # 64 channels per group and per deformable group: the 8-bit tiles with two kernel points per
+    # chunk (kernel 3x3: the last chunk's second half empty; 2x2 in 2 groups; 5x5 for 3 K splits)
+    Case("q_c64_pairs", 2, 64, 13, 11, 96, (3, 3), (2, 1), (1, 2), (2, 1), off_scale=2.0),
+    Case("q_c128_g2_pairs", 1, 128, 10, 12, 160, (2, 2), padding=(1, 0), group=2, dg=2, off_scale=2.0),
+    Case("q_c64_k5", 1, 64, 12, 14, 72, (5, 5), padding=(2, 2), off_scale=1.5),
     # channels the 8-bit tiles do not take: the simple kernel; 3 groups, 4 deformable groups, 1x3 kernel
     Case("q_c48_g3_dg4", 2, 48, 7, 9, 18, (1, 3), (1, 1), (0, 1), (1, 2), group=3, dg=4, off_scale=2.0),
 ]
@@ -114,11 +119,12 @@ def test_quantized_output(lib, case: Case, qtype: str) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("qtype", QTYPES)
 def test_auto_runs_the_8bit_tiles(lib, qtype: str) -> None:
-    """On compute capability 9.x AUTO chooses an 8-bit tile for 128-channel layers."""
+    """On compute capability 9.x AUTO chooses an 8-bit tile for the layers of 128 channels per group
+    and per deformable group, and for those of 64 channels in one deformable group."""
     if device_cc() // 10 != 9:
         pytest.skip(f"the 8-bit warpgroup tiles run on compute capability 9.x; this GPU is {device_cc()}")
     names = {t.index: t.name for t in core_fused.tile_infos(lib)}
-    for case in QUANT_CASES[:4]:
+    for case in QUANT_CASES[:-1]:
         inputs, _ = inputs_refs(case, qtype, "float16")
         p = core_quant.params(case, qtype, "float16", inputs, algo=core.ALGO_AUTO, out_scale=None)
         tile, splits = core_fused.fused_choice(p, lib=lib)
@@ -138,7 +144,7 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
         pytest.skip(f"the 8-bit warpgroup tiles run on compute capability 9.x; this GPU is {device_cc()}")
     tiles = [t.index for t in core_fused.tile_infos(lib) if t.name.endswith("-q8")]
     seed = f"(seed {core_quant.SESSION_SEED})"
-    for case in (QUANT_CASES[0], QUANT_CASES[2]):
+    for case in (QUANT_CASES[0], QUANT_CASES[2], QUANT_CASES[6]):
         inputs, refs = inputs_refs(case, qtype, "float16")
         out_scale = float(np.float32(np.abs(refs["qdq"]).max() / QMAX[qtype])) if out_q else None
         core.set_split_reduce(reduce, lib)

@@ -128,6 +128,7 @@ FusedArgs makeArgs(DcnParams const& p, void const* weight, TileShape const& t, i
         a.outScale = p.outScale;
         a.outType = p.outType;
         a.wScale = reinterpret_cast<float const*>(static_cast<char const*>(weight) + quantScalesOffset(p));
+        a.kpPair = t.nhwc && t.bk == 128 && kpPairApplies(p) ? 1 : 0;
     }
     return a;
 }

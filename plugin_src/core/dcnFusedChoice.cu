@@ -114,6 +114,16 @@ bool nhwcApplies(DcnParams const& p, int bk)
     return (p.c / p.group) % bk == 0 && (p.c / p.deformableGroup) % bk == 0;
 }
 
+bool kpPairApplies(DcnParams const& p)
+{
+    return p.quant != kDCN_QUANT_NONE && p.c / p.group == 64 && (p.c / p.deformableGroup) % 64 == 0;
+}
+
+int weightBk(TileShape const& t, DcnParams const& p)
+{
+    return t.bk == 128 && kpPairApplies(p) ? 64 : t.bk;
+}
+
 size_t alignUp(size_t v)
 {
     return (v + kAlign - 1) / kAlign * kAlign;
@@ -150,9 +160,10 @@ int weightPartOf(TileShape const& t, DcnParams const& p)
 {
     if (!t.nhwc)
         return kPartOihw;
-    if (t.bk == 128)
+    int const bk = weightBk(t, p);
+    if (bk == 128)
         return kPartK128;
-    if (t.bk == 64)
+    if (bk == 64)
         return kPartK64;
     return t.wgmma && kernelType(p) == kDCN_FLOAT32 ? kPartWg32 : kPartK32;
 }
@@ -169,9 +180,11 @@ size_t preparedOffset(DcnParams const& p, int part)
     size_t const one = alignUp(size_t(p.cout) * (p.c / p.group) * p.kh * p.kw * elemBytes(p));
     bool const quant = p.quant != kDCN_QUANT_NONE;
     bool const fp32 = kernelType(p) == kDCN_FLOAT32;
-    // A quantized layer: its OIHW buffer (values, then the weight scales) and 128-channel chunks.
-    bool const held[kWeightParts] = {true, !quant && nhwcApplies(p, 32), !quant && !fp32 && nhwcApplies(p, 64),
-        fp32 && nhwcApplies(p, 32), quant && nhwcApplies(p, 128)};
+    // A quantized layer: its OIHW buffer (values, then the weight scales) and 128-channel chunks, or
+    // 64-channel blocks where two kernel points share a chunk (kpPairApplies).
+    bool const held[kWeightParts] = {true, !quant && nhwcApplies(p, 32),
+        (!quant && !fp32 && nhwcApplies(p, 64)) || kpPairApplies(p), fp32 && nhwcApplies(p, 32),
+        quant && nhwcApplies(p, 128)};
     size_t offset = 0;
     for (int i = 0; i < kWeightParts; ++i)
     {
@@ -223,10 +236,11 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
     {
         if (mg * kg > INT32_MAX)
             return "a group's weights exceed the 32-bit offsets of the channel-vectorised kernel";
-        if (!nhwcApplies(p, kTiles[tile].bk))
+        if (!nhwcApplies(p, kTiles[tile].bk) && !(kTiles[tile].bk == 128 && kpPairApplies(p)))
             return kTiles[tile].bk == 32 ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"
                 : kTiles[tile].bk == 64  ? "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64"
-                                         : "the 128-channel-chunk tiles need channels per group and per deformable group divisible by 128";
+                                         : "the 128-channel-chunk tiles need channels per group and per deformable group divisible by 128, "
+                                           "or 64 channels per group and per deformable group a multiple of 64";
         if (quantizedType(kernelType(p)) != quantizedType(kTiles[tile].bk == 128 ? kDCN_INT8 : kDCN_FLOAT32))
             return kTiles[tile].bk == 128 ? "the 128-channel-chunk tiles take quantized (INT8, FP8) layers only"
                                           : "quantized (INT8, FP8) layers run on the 128-channel-chunk tiles only";

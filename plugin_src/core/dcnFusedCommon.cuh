@@ -53,6 +53,10 @@ struct FusedArgs
     float xScale, outScale;
     float const* wScale;
     int32_t outType;
+    // 1: a quantized layer of 64 channels per group on a 128-channel-chunk tile (kpPairApplies): chunk
+    // q holds kernel points 2q and 2q + 1, channel-last; K chunks ceil(kk / 2), the second half of
+    // the last chunk zero where kk is odd.
+    int32_t kpPair;
 };
 
 constexpr int kBarProducers = 1; // named barrier of the producers (sampling-plan rebuilds)

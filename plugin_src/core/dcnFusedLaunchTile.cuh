@@ -100,7 +100,7 @@ DcnStatus launchTile(DcnParams const& p, Choice const& c, FusedArgs const& a, De
         {
             work.w = q.weight;
             work.wp = wpWork;
-            work.bk = S.bk;
+            work.bk = weightBk(S, p);
             work.wMode = weightModeOf(S, p);
         }
         // The prep kernel too is a programmatic dependent of whatever the stream ran before: it may be

@@ -80,7 +80,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     int const split = static_cast<int>(blockIdx.z) - g * a.splits;
     int64_t const p0 = (static_cast<int64_t>(blockIdx.x) + a.tileBase) * C::BN;
     int const m0 = blockIdx.y * C::BM;
-    int const allChunks = a.kg / C::BK; // kg is a multiple of BK here
+    // kpPair (quantized layers of 64 channels per group): two kernel points per chunk.
+    bool const kp2 = dcn::simple::kQuantized<T> && a.kpPair != 0;
+    int const allChunks = kp2 ? (a.kk + 1) / 2 : a.kg / C::BK; // else kg is a multiple of BK here
     int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);
     int const nChunks = static_cast<int>(static_cast<int64_t>(split + 1) * allChunks / a.splits) - kc0;
     if (tid == 0)
@@ -141,9 +143,12 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         // PAIR: this block samples chunks first, first + 2, ... of the split; the other block the rest.
         constexpr int KSTEP = C::PAIR ? 2 : 1;
         int const first = C::PAIR ? static_cast<int>(rank) : 0;
-        int cb = (kc0 + first) / a.kk;
-        int kp = (kc0 + first) - cb * a.kk;
+        // kp2: one channel block; chunk q samples kernel point 2q (lanes of bytes 0-63) and 2q + 1
+        // (bytes 64-127, kpOff = 1), zeros past the last kernel point.
+        int cb = kp2 ? 0 : (kc0 + first) / a.kk;
+        int kp = kp2 ? 2 * (kc0 + first) : (kc0 + first) - cb * a.kk;
         int cIn = g * a.cg + cb * C::BK; // first input channel of the next chunk to prepare
+        int const kpOff = kp2 && (ptid % C::TPP) * C::VEC >= 64 ? 1 : 0; // every task of a thread has its lane
 #pragma unroll
         for (int j = 0; j < C::PXT; ++j)
         {
@@ -153,7 +158,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             // SWZ_B: 16-byte unit u of pixel row r at unit u ^ (r % 8), as the wgmma descriptor reads it.
             int const col = C::SWZ_B ? ((lane / C::VEC) ^ (bPix[j] & 7)) * C::VEC : lane;
             bDst[j] = PLAN32 ? sBAddr + static_cast<uint32_t>((bPix[j] * C::LDB + col) * sizeof(T)) : smemAddr(sB + bPix[j] * C::LDB + col);
-            xLane[j] = xh + cIn + lane;
+            xLane[j] = xh + cIn + (kp2 ? lane % 64 : lane);
         }
         uint32_t const pwLane = planWAddr + static_cast<uint32_t>(bPix[0]) * 16u;
         uint32_t const piLane = planIAddr + static_cast<uint32_t>(bPix[0]) * 8u;
@@ -166,15 +171,18 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         // ahead so that the gather addresses do not wait on shared memory; read again after a
         // plan rebuild.
         int64_t nextIdx[C::PXT];
+        // This thread's kernel point in the next chunk (kp2: kp or kp + 1, kept in the plan past the last).
+        auto taskKp = [&]() { return kp2 ? min(kp + kpOff, a.kk - 1) : kp; };
         auto readNextIdx = [&]() {
-            uint32_t const at = piLane + static_cast<uint32_t>(slotBase + kp * C::BN) * 8u;
+            int const kt = taskKp();
+            uint32_t const at = piLane + static_cast<uint32_t>(slotBase + kt * C::BN) * 8u;
 #pragma unroll
             for (int j = 0; j < C::PXT; ++j)
             {
                 if constexpr (PLAN32)
                     nextIdx[j] = ldSharedI64(at + static_cast<uint32_t>(j * PIX_STEP * 8));
                 else
-                    nextIdx[j] = planI[slotBase + kp * C::BN + bPix[j]];
+                    nextIdx[j] = planI[slotBase + kt * C::BN + bPix[j]];
             }
         };
         struct Regs // one unit: PXU tasks of a chunk
@@ -183,6 +191,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             uint4 av[C::REG_A ? AIT : 1]; // weight vectors (register path only)
             uint2 w[C::PACK16 ? C::PXU : 1]; // PACK16: the corner weights, two T pairs
             int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
+            bool zero; // kp2: this thread's kernel point is past the last (its samples are 0)
         };
         // The sampling plan of the next chunk's deformable group (built when that group changes).
         auto ensurePlan = [&]() {
@@ -217,7 +226,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 }
                 aPtr += C::BK;
             }
-            int const e0 = slotBase + kp * C::BN;
+            int const e0 = slotBase + taskKp() * C::BN;
+            R.zero = kp2 && kp + kpOff >= a.kk;
 #pragma unroll
             for (int u = 0; u < C::PXU; ++u)
             {
@@ -236,7 +246,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
 #pragma unroll
             for (int step = 0; step < KSTEP; ++step)
             {
-                if (++kp == a.kk)
+                if (kp2)
+                    kp += 2; // one channel block: never wraps before the last chunk
+                else if (++kp == a.kk)
                 {
                     kp = 0;
                     cIn += C::BK;
@@ -300,7 +312,11 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 int const j = h * C::PXU + u;
                 uint4 res;
                 if constexpr (C::PACK16 && dcn::simple::kQuantized<T>)
+                {
                     res = interpPackedQuant<T>(R.w[u], R.v[u]);
+                    if (R.zero)
+                        res = make_uint4(0u, 0u, 0u, 0u);
+                }
                 else if constexpr (C::PACK16)
                     res = interpPacked<T>(R.w[u], R.v[u]);
                 else if constexpr (PLAN32)

@@ -318,6 +318,12 @@ int operandParts(int tile, DcnParams const& p);
  * (nhwcBytes), then room for the FP32 partial sums of the K splits capSplits(p) allows (see
  * partialReserve in dcnFusedChoice.cu). */
 bool nhwcApplies(DcnParams const& p, int bk = 32);
+/* A quantized layer with exactly 64 channels per group, each group within one deformable group:
+ * the 128-channel-chunk tiles take it with two kernel points per chunk (K order kernel point, then
+ * channel, as the 64-channel chunks are prepared; FusedArgs::kpPair). */
+bool kpPairApplies(DcnParams const& p);
+/* Channels per prepared K block of tile t for p: t.bk, or 64 where t takes p with kernel-point pairs. */
+int weightBk(TileShape const& t, DcnParams const& p);
 int capSplits(DcnParams const& p);
 size_t nhwcBytes(DcnParams const& p);
 

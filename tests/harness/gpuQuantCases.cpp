@@ -55,11 +55,12 @@ std::string variantName(Variant const& v)
 
 std::vector<Case> quantCases()
 {
-    // 128 channels per group and per deformable group: on compute capability 9.x with sm_90a code
-    // AUTO runs the 8-bit warpgroup tiles (dcnFusedChoice.cu: a quantized layer has no other
-    // channel-vectorised tile, no K split, and needs an input of at least 2 x 2): wg-128x64-q8, and
-    // wg-256x64-q8 for `wide` (384 output channels, 3200 pixels: the cost estimate's choice on 114
-    // or 132 SMs); elsewhere, and for the other channel counts, the simple kernel.
+    // 128 channels per group and per deformable group, or 64 per group within one deformable group
+    // (two kernel points per chunk): on compute capability 9.x with sm_90a code AUTO runs the 8-bit
+    // warpgroup tiles (dcnFusedChoice.cu: a quantized layer has no other channel-vectorised tile, and
+    // needs an input of at least 2 x 2): wg-128x64-q8, and wg-256x64-q8 for `wide` (384 output
+    // channels, 3200 pixels: the cost estimate's choice on 114 or 132 SMs); elsewhere, and for the
+    // other channel counts, the simple kernel.
     Problem nonSquare; // non-square stride, padding and dilation
     nonSquare.n = 2;
     nonSquare.c = 128;
@@ -96,6 +97,13 @@ std::vector<Case> quantCases()
     channelLast64.w = 8;
     channelLast64.cout = 24;
     channelLast64.attrs = Attrs{{1, 1}, {1, 1}, {1, 1}, 1, 2};
+    Problem pairs64; // 64 channels, one deformable group: kernel points in pairs, the last alone
+    pairs64.n = 2;
+    pairs64.c = 64;
+    pairs64.h = 11;
+    pairs64.w = 9;
+    pairs64.cout = 40;
+    pairs64.attrs = Attrs{{1, 2}, {2, 1}, {2, 1}, 1, 1};
     Problem small; // the simple kernel: 12 channels, 3 groups, 2 deformable groups, 1x3 kernel
     small.n = 2;
     small.c = 12;
@@ -128,6 +136,7 @@ std::vector<Case> quantCases()
             {{i8, f16, hwc, false}, {f8, f32, hwc, true}, {i8, f32, lin, true}, {f8, f16, lin, false}}},
         {"c128_far", far, 8.F, {{i8, f16, hwc, false}, {f8, f16, hwc, false}, {f8, f32, lin, true}, {i8, f32, hwc, true}}},
         {"c64_dg2", channelLast64, 2.F, {{i8, f16, hwc, false}, {f8, f32, hwc, true}, {f8, f16, lin, false}}},
+        {"c64_pairs", pairs64, 2.F, {{i8, f16, hwc, false}, {f8, f16, hwc, true}, {i8, f32, lin, true}, {f8, f32, hwc, false}}},
         {"c12_g3_dg2_k1x3", small, 2.F, {{i8, f32, lin, false}, {i8, f16, lin, true}, {f8, f16, lin, false}, {f8, f32, lin, true}}},
     };
     // E4M3 weights as each float field type in turn; INT8 weights as INT8, once as FLOAT32 integers.
