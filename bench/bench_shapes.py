@@ -14,9 +14,11 @@ import fnmatch
 import math
 from dataclasses import asdict, dataclass
 
-# DcnDataType / DcnMath codes (plugin_src/core/dcnParams.h; same values as support.core).
+# DcnDataType / DcnMath / DcnQuant codes (plugin_src/core/dcnParams.h; same values as support.core).
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 MATH_ACCURATE, MATH_TF32 = 0, 1
+#: DcnQuant codes by the quantized precision's name.
+QUANT_CODES = {"int8": 1, "fp8e4m3": 2}
 
 #: fused: AUTO with NCHW x and OIHW weights (its prep pass makes both layouts each call);
 #: fused-engine: AUTO as a TensorRT engine with constant weights and a channel-last neighbour runs it
@@ -115,19 +117,32 @@ SHAPES: tuple[Shape, ...] = (
 
 @dataclass(frozen=True)
 class Precision:
-    """One precision row kind: element type, matrix arithmetic and which implementations run."""
+    """One precision row kind: element type, matrix arithmetic and which implementations run.
+
+    A quantized precision (``quant``: "int8" or "fp8e4m3", the plugin node's ``quant_type``) has 8-bit
+    x and weights (``itemsize`` 1) and ``dtype``/``storage`` FP16 offset, mask, bias and output.
+    """
 
     name: str
-    dtype: int  # DcnDataType
+    dtype: int  # DcnDataType (of the float tensors, for a quantized precision)
     math: int  # DcnMath
     itemsize: int
-    storage: str  # CuPy dtype of the buffers (BF16 travels as uint16 bits)
+    storage: str  # CuPy dtype of the float buffers (BF16 travels as uint16 bits)
     impls: tuple[str, ...]
     compare_to: str  # whose baseline / simple / torchvision rows the ratios use
+    quant: str = ""
 
     @property
     def peak_key(self) -> str:
         return self.name
+
+    def set_bytes(self, shape: Shape) -> int:
+        """Bytes of one buffer set of ``shape`` (a quantized layer: 8-bit x and weights, FP32 weight
+        scales, the rest in ``storage``)."""
+        if not self.quant:
+            return shape.set_bytes(self.itemsize)
+        e = shape.elements()
+        return e["x"] + e["weight"] + 4 * shape.cout + 2 * (e["offset"] + e["mask"] + e["bias"] + e["out"])
 
 
 PRECISIONS: tuple[Precision, ...] = (
@@ -135,7 +150,12 @@ PRECISIONS: tuple[Precision, ...] = (
     Precision("tf32", FLOAT32, MATH_TF32, 4, "float32", ("fused", "fused-engine"), "fp32"),
     Precision("fp16", FLOAT16, MATH_ACCURATE, 2, "float16", IMPLS, "fp16"),
     Precision("bf16", BFLOAT16, MATH_ACCURATE, 2, "uint16", IMPLS, "bf16"),
+    # Quantized layers: only the engine path (channel-last x, prepared weights) takes 8-bit x.
+    Precision("int8", FLOAT16, MATH_ACCURATE, 1, "float16", ("fused-engine",), "int8", quant="int8"),
+    Precision("fp8e4m3", FLOAT16, MATH_ACCURATE, 1, "float16", ("fused-engine",), "fp8e4m3", quant="fp8e4m3"),
 )
+#: What --precisions selects when not given: the float precisions (the 8-bit ones on request).
+DEFAULT_PRECISIONS = ",".join(p.name for p in PRECISIONS if not p.quant)
 
 
 def select(items: tuple, patterns: str | None, what: str) -> list:

@@ -1,10 +1,12 @@
 """DCNv2 forward benchmark: our fused kernel (both paths: x NCHW with a prep pass, and the engine path
 with x channel-last and weights prepared once), our simple kernel, an im2col + cuBLAS
 baseline that follows TensorRT's built-in plugin (bench/baseline/) and torchvision, on the real
-layer shapes of dcn_perf.md §3, in FP32 (accurate), TF32 (fused only), FP16 and BF16.
+layer shapes of dcn_perf.md §3, in FP32 (accurate), TF32 (fused only), FP16 and BF16, and on
+request INT8 and FP8 E4M3 (quantized layers: the engine path only; dcn_bench_quant.py).
 
     python3 bench/dcn_bench.py [--shapes 'r50-*,bev-c4'] [--precisions fp16,bf16] [--quick] [--tiles]
     TOTAL_LIMIT=540 bash bench/dcn_bench.sh --tiles    # on the GPU machine: builds, then this script
+    python3 bench/dcn_bench.py --impls fused-engine --precisions fp16,int8,fp8e4m3   # issue 40's table
 
 Every implementation sees the same random inputs (dcn_bench_gpu.py says which distributions).
 Time per call is device time: the calls of one measurement rotate among buffer sets that together
@@ -12,7 +14,8 @@ exceed 2x the L2, are captured in one CUDA graph (CuPy stream capture; torch.cud
 torchvision) and replayed; the median over replays divided by the calls per graph is reported.
 Where a capture fails, the calls run back to back between two events and the row's method says
 "events". Accuracy: max|out - ref| / max|ref| and relative L2 against torchvision in float64 on
-the same rounded inputs. The tensor-core peaks come from a torch matmul (8192^3, random data).
+the same rounded inputs; a quantized row also against the bound of the float64 Q/DQ model. The
+tensor-core peaks come from a torch matmul per precision (8192^3, random data; dcn_bench_peak.py).
 --tiles adds a second pass (after every shape's main rows) timing each fused tile configuration.
 
 Writes results.json (written again after every shape) and results.md to --out (default $OUT, else
@@ -24,12 +27,8 @@ implementations become rows with a status; the run goes on.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -42,10 +41,13 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "tests"))  # tests/support: the core binding
 
 import bench_shapes as bs
+import dcn_bench_peak as peaks
+import dcn_bench_quant as quant
+import dcn_bench_quant_report as quant_report
 import dcn_bench_report as report
+from dcn_bench_env import DEFAULT_BASELINE, environment, load_libs
 from support import core
 
-DEFAULT_BASELINE = REPO / "build" / "libdcn_baseline.so"
 BUDGETS = {  # seconds of timed replays per measurement, replay count bounds, warm-up replays
     "full": {"seconds": 0.25, "lo": 10, "hi": 200, "warmup": 2},
     "tiles": {"seconds": 0.06, "lo": 5, "hi": 50, "warmup": 1},
@@ -63,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated names or globs (default all): " + ", ".join(s.name for s in bs.SHAPES),
     )
     p.add_argument(
-        "--precisions", default="", help="comma-separated subset of fp32,tf32,fp16,bf16 (default all)"
+        "--precisions",
+        default="",
+        help="comma-separated subset of " + ",".join(q.name for q in bs.PRECISIONS) + " (default "
+        + bs.DEFAULT_PRECISIONS + "; int8 and fp8e4m3 run the fused-engine rows only)",
     )
     p.add_argument(
         "--impls", default="", help="comma-separated subset of " + ",".join(bs.IMPLS) + " (default all)"
@@ -105,16 +110,32 @@ class _Impl:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse and resolve the selections (``shape_list``, ``precision_list``, ``impl_list``, ``out_dir``)."""
+    """Parse and resolve the selections (``shape_list``, ``precision_list``, ``impl_list``, ``out_dir``)
+    and say what a selection leaves out (``not_run``: the quantized precisions' other implementations
+    and tile sweep)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         args.shape_list = bs.select(bs.SHAPES, args.shapes, "shape")
-        args.precision_list = bs.select(bs.PRECISIONS, args.precisions, "precision")
+        args.precision_list = bs.select(bs.PRECISIONS, args.precisions or bs.DEFAULT_PRECISIONS, "precision")
         impls = bs.select(tuple(_Impl(n) for n in bs.IMPLS), args.impls, "implementation")
     except ValueError as exc:
         parser.error(str(exc))
     args.impl_list = [i.name for i in impls]
+    args.not_run = []
+    quantized = [p.name for p in args.precision_list if p.quant]
+    if quantized:
+        names = ", ".join(quantized)
+        others = [i for i in args.impl_list if i != "fused-engine"]
+        if others:
+            args.not_run.append(
+                f"{names} with {', '.join(others)}: only the engine path of the core (fused-engine) takes "
+                "8-bit x and weights (x channel-last, weights prepared once)"
+            )
+        if "fused-engine" not in args.impl_list:
+            args.not_run.append(f"{names}: no selected implementation runs them (fused-engine does)")
+        if args.tiles:
+            args.not_run.append(f"{names}: the tile sweep (--tiles) times the float precisions only")
     args.out_dir = Path(args.out or os.environ.get("OUT") or REPO / "build" / "dcn_bench")
     budget = dict(BUDGETS["quick" if args.quick else "full"])
     if args.budget is not None:
@@ -123,88 +144,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         budget["seconds"] = args.budget
     args.budget_main, args.budget_tiles = budget, BUDGETS["quick" if args.quick else "tiles"]
     return args
-
-
-def _run(cmd: list[str], timeout: float = 600) -> tuple[int, str]:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return 127, str(exc)
-    return proc.returncode, (proc.stdout + proc.stderr)[-3000:]
-
-
-def load_libs(args: argparse.Namespace) -> dict:
-    """Core and baseline libraries (building them when missing unless --no-build); errors as text."""
-    libs: dict = {"core": None, "baseline": None, "errors": {}}
-    core_path = Path(args.lib) if args.lib else core.library_path()
-    if not core_path.is_file() and not args.no_build and not args.lib:
-        rc, log = _run(["make", "-C", str(REPO), "core"])
-        print(f"[build] make core: rc={rc}\n{log[-800:]}", flush=True)
-    try:
-        libs["core"] = core.load(core_path)
-        if args.split_reduce != "auto":
-            modes = {"kernel": core.SPLIT_REDUCE_KERNEL, "cluster": core.SPLIT_REDUCE_CLUSTER}
-            core.set_split_reduce(modes[args.split_reduce], libs["core"])
-        fn = libs["core"].dcnFusedTileCount  # declared here: (void) -> int32_t
-        fn.argtypes, fn.restype = [], ctypes.c_int32
-    except AttributeError:
-        libs["tile_count_error"] = "dcnFusedTileCount missing from the core library"
-    except Exception as exc:  # noqa: BLE001
-        libs["errors"]["core"] = f"{type(exc).__name__}: {exc}"
-    base_path = Path(args.baseline_lib)
-    if not base_path.is_file() and not args.no_build and base_path == DEFAULT_BASELINE:
-        rc, log = _run(["bash", str(REPO / "bench" / "baseline" / "build.sh")])
-        print(f"[build] bench/baseline/build.sh: rc={rc}\n{log[-1500:]}", flush=True)
-    try:
-        import dcn_bench_gpu as gpu
-
-        libs["baseline"] = gpu.load_baseline(str(base_path))
-    except Exception as exc:  # noqa: BLE001
-        libs["errors"]["baseline"] = f"{type(exc).__name__}: {exc}"
-    return libs
-
-
-def environment(args: argparse.Namespace, libs: dict) -> dict:
-    import cupy
-
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
-    meta = {
-        "gpu": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-        "sm_count": props["multiProcessorCount"],
-        "l2_bytes": props["l2CacheSize"],
-        "cc": f"{props['major']}.{props['minor']}",
-        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
-        "cuda_driver_api": cupy.cuda.runtime.driverGetVersion(),
-        "cupy": cupy.__version__,
-        "python": platform.python_version(),
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-        "offset_std": 2.0,
-        "quick": args.quick,
-        "lib_errors": libs["errors"],
-    }
-    rc, text = _run(
-        [
-            "nvidia-smi",
-            "--query-gpu=driver_version,clocks.sm,clocks.max.sm,power.limit",
-            "--format=csv,noheader",
-        ],
-        timeout=20,
-    )
-    meta["nvidia_smi"] = text.strip() if rc == 0 else None
-    meta["driver"] = text.split(",")[0].strip() if rc == 0 else None
-    # DCN_BENCH_GIT names the commit where the tree that runs is a copy without its repository's
-    # HEAD (the GPU machine's copy of a working tree).
-    rc, text = _run(["git", "rev-parse", "--short", "HEAD"], timeout=20)
-    meta["git"] = os.environ.get("DCN_BENCH_GIT") or (text.strip() if rc == 0 else None)
-    for mod in ("torch", "torchvision"):
-        try:
-            meta[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001
-            meta[mod] = None
-    if libs["baseline"] is not None:
-        meta["cublas"] = libs["baseline"].baselineCublasVersion()
-    return meta
 
 
 def _row(shape, prec, impl: str, **kw) -> dict:
@@ -228,7 +167,7 @@ def measure(gpu, make_call, shape, prec, impl: str, sets, ref, calls, budget, pe
                 call(sets[0])
                 s.synchronize()
             out64 = gpu.to_float(sets[0]["out"], prec)
-        acc = gpu.errors(out64, ref) if ref is not None else {}
+        acc = {} if ref is None else quant.errors(gpu, out64, ref) if prec.quant else gpu.errors(out64, ref)
         del out64
         if impl == "torchvision":
             t = gpu.time_torch(call, tsets, calls, budget)
@@ -266,14 +205,20 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict, tiles: bool =
     for prec in args.precision_list:
         if tiles and ("fused" not in prec.impls or "fused" not in args.impl_list):
             continue
+        if not any(i in args.impl_list for i in prec.impls):
+            continue
         t0 = time.perf_counter()
-        nsets = bs.buffer_sets(shape.set_bytes(prec.itemsize), l2, factor=args.l2_factor)
+        nsets = bs.buffer_sets(prec.set_bytes(shape), l2, factor=args.l2_factor)
         calls = bs.calls_per_graph(nsets, args.min_calls)
         seed = args.seed + zlib.crc32(shape.name.encode()) % 100000 * 1000
         sets, ref = None, None
         try:
-            sets = [gpu.make_set(shape, prec, seed + i) for i in range(nsets)]
-            ref = gpu.reference(shape, prec, sets[0])
+            if prec.quant:
+                sets = quant.make_sets(gpu, shape, prec, seed, nsets)
+                ref = quant.reference(gpu, shape, prec, sets[0])
+            else:
+                sets = [gpu.make_set(shape, prec, seed + i) for i in range(nsets)]
+                ref = gpu.reference(shape, prec, sets[0])
         except Exception as exc:  # noqa: BLE001 - without a reference the rows carry no error
             print(
                 f"[{shape.name} {prec.name}] inputs/reference failed: {type(exc).__name__}: {exc}", flush=True
@@ -290,10 +235,13 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict, tiles: bool =
                 result["tiles"].append(row)
                 print(f"{_progress(row)} tile {i}", flush=True)
         else:
+            x_scale = sets[0].get("x_scale", 1.0)  # quantized sets: x's scale, the same in every set
             factories = {
                 "fused": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED),
-                "fused-engine": lambda p=prec: gpu.core_impl(
-                    libs["core"], shape, p, core.ALGO_FUSED, engine=True
+                "fused-engine": lambda p=prec, xs=x_scale: (
+                    quant.core_impl(gpu, libs["core"], shape, p, xs)
+                    if p.quant
+                    else gpu.core_impl(libs["core"], shape, p, core.ALGO_FUSED, engine=True)
                 ),
                 "simple": lambda p=prec: gpu.core_impl(libs["core"], shape, p, core.ALGO_SIMPLE),
                 "baseline": lambda p=prec: gpu.baseline_impl(libs["baseline"], shape, p),
@@ -311,6 +259,9 @@ def run_shape(gpu, args, libs, shape, peak, l2: int, result: dict, tiles: bool =
                     row = measure(
                         gpu, factories[impl], shape, prec, impl, sets, ref, calls, args.budget_main, peak
                     )
+                if impl == "fused-engine" and libs["core"] is not None:  # what AUTO runs there
+                    p = quant.engine_params(gpu, shape, prec, x_scale)
+                    row["auto"] = quant.auto_name(libs["core"], p, result["meta"])
                 result["rows"].append(row)
                 print(_progress(row), flush=True)
         del sets, ref
@@ -333,8 +284,9 @@ def _progress(row: dict) -> str:
     head = f"  {row['shape']:14s} {row['precision']:5s} {row['impl']:12s}"
     if row["status"] != "ok":
         return f"{head} {row['status']}: {row.get('message', '')[:160]}"
-    err = row.get("max_rel_err")
-    return f"{head} {row['us']:10.2f} us {row['method']:11s} err {err if err is None else f'{err:.2e}'}"
+    err, over = row.get("max_rel_err"), row.get("err_over_bound")
+    text = f"{head} {row['us']:10.2f} us {row['method']:11s} err {err if err is None else f'{err:.2e}'}"
+    return text + ("" if over is None else f" ({over:.2f} of the Q/DQ bound)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,16 +306,19 @@ def main(argv: list[str] | None = None) -> int:
     libs = load_libs(args)
     result = {"meta": environment(args, libs), "peak": {}, "shapes": [], "rows": [], "tiles": []}
     l2 = int(result["meta"]["l2_bytes"]) or 50 << 20
+    result["meta"]["not_run"] = args.not_run
     print(f"[env] {json.dumps(result['meta'])}", flush=True)
+    for note in args.not_run:
+        print(f"[not run] {note}", flush=True)
     if not args.no_peak:
         size, reps = (4096, 5) if args.quick else (8192, 10)
         for prec in args.precision_list:
             try:
-                result["peak"][prec.name] = gpu.matmul_peak(prec.name, size, reps)
+                result["peak"][prec.name] = peaks.matmul_peak(prec.name, size, reps)
             except Exception as exc:  # noqa: BLE001
                 print(f"[peak] {prec.name}: {exc}", flush=True)
             _free_torch()
-        print(f"[peak] TFLOP/s ({size}^3 torch matmul): {result['peak']}", flush=True)
+        print(f"[peak] TFLOP/s, INT8 TOP/s ({size}^3 torch matmul): {result['peak']}", flush=True)
     result["meta"]["peak_matmul_size"] = None if args.no_peak else size
     passes = [False, True] if args.tiles else [False]
     if args.tiles and (libs["core"] is None or "tile_count_error" in libs):
@@ -401,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     if result["meta"].get("skipped"):
         print(f"SKIPPED by --time-limit: {', '.join(result['meta']['skipped'])}")
     print(report.error_summary(result))
+    if quant_report.has_quant(result):
+        print(quant_report.table(result))
     print("\n".join(report.acceptance(result)))
     print(f"peak TFLOP/s: {', '.join(f'{k} {v:.0f}' for k, v in result['peak'].items())}")
     print(report.short_table(result), flush=True)

@@ -1,6 +1,6 @@
 """GPU helpers of the DCNv2 benchmark (bench/dcn_bench.py): inputs, float64 reference, errors,
-implementations as callables, graph timing and the matmul peak. CuPy and PyTorch are imported
-inside the functions, so importing this module needs neither.
+implementations as callables and graph timing (the matmul peaks: dcn_bench_peak.py). CuPy and
+PyTorch are imported inside the functions, so importing this module needs neither.
 
 Inputs (per buffer set i, seeded by the shape and i, identical for every implementation and, up to
 rounding, for every precision): x ~ N(0, 1), offset ~ N(0, 2^2) (standard deviation 2 pixels),
@@ -89,15 +89,16 @@ def poison(arr, prec: Precision) -> None:
 
 
 def reference(shape: Shape, prec: Precision, st: dict):
-    """float64 output on the GPU: torchvision.ops.deform_conv2d on float64 copies of the set."""
+    """float64 output on the GPU: :func:`dcn64` on float64 copies of the set."""
+    return dcn64(shape, {k: None if v is None else to_float(v, prec) for k, v in st.items() if k != "out"})
+
+
+def dcn64(shape: Shape, f64: dict):
+    """torchvision.ops.deform_conv2d of float64 CuPy arrays (x, offset, mask, weight, bias)."""
     import cupy
     import torch
 
-    t = {
-        k: None if v is None else torch.as_tensor(to_float(v, prec), device="cuda")
-        for k, v in st.items()
-        if k != "out"
-    }
+    t = {k: None if v is None else torch.as_tensor(v, device="cuda") for k, v in f64.items()}
     return cupy.asarray(torchvision_impl(shape)(t))
 
 
@@ -383,32 +384,3 @@ def time_torch(call: Callable[[dict], object], tsets: list[dict], calls: int, bu
     per_call = [a.elapsed_time(b) * 1e3 / calls for a, b in events]
     keep.clear()
     return _summary(per_call, calls, len(events), "torch-graph" if graph is not None else None, err)
-
-
-def matmul_peak(name: str, size: int, reps: int) -> float:
-    """TFLOP/s of a size^3 torch matmul on random data (median of ``reps`` after 3 warm-ups).
-    ``name``: fp16, bf16, tf32 (FP32 inputs, TF32 allowed) or fp32 (TF32 off)."""
-    import torch
-
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(name, torch.float32)
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if name == "tf32" else "highest")
-    try:
-        a = torch.randn(size, size, device="cuda", dtype=dtype)
-        b = torch.randn(size, size, device="cuda", dtype=dtype)
-        c = torch.empty(size, size, device="cuda", dtype=dtype)
-        for _ in range(3):
-            torch.matmul(a, b, out=c)
-        times = []
-        for _ in range(reps):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            torch.matmul(a, b, out=c)
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop) * 1e-3)
-        times.sort()
-        del a, b, c
-        return 2.0 * size**3 / times[len(times) // 2] / 1e12
-    finally:
-        torch.set_float32_matmul_precision(old)

@@ -5,7 +5,8 @@
         [--previous OLD_RESULTS.json]
 
 --png: time per call per shape and implementation, log scale, one panel per precision (FP16 and
-FP32 by default; --panels fp16,bf16,fp32,tf32 for more); needs matplotlib (pip install matplotlib).
+FP32 by default; --panels fp16,bf16,fp32,tf32,int8,fp8e4m3 for more); needs matplotlib (pip install
+matplotlib).
 --docs: writes the tables page (GPU, driver, versions, command, method, peaks, acceptance, tables,
 plot); docs/benchmarks.md, written by hand, reads it. --previous: how each implementation's times and
 errors changed against an earlier run (printed, and on the page).
@@ -21,10 +22,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import dcn_bench_quant_report as quant_report
 import dcn_bench_report as report
 from bench_shapes import IMPLS
 
-COLORS = {"fused": "#1b9e77", "simple": "#7570b3", "baseline": "#d95f02", "torchvision": "#e7298a"}
+COLORS = {
+    "fused": "#1b9e77",
+    "fused-engine": "#66a61e",
+    "simple": "#7570b3",
+    "baseline": "#d95f02",
+    "torchvision": "#e7298a",
+}
 
 
 def from_log(text: str) -> dict:
@@ -158,6 +166,18 @@ def render_docs(
         "**torchvision** — `torchvision.ops.deform_conv2d`. TF32 lines compare against the FP32 rows "
         "of the others (TensorRT's plugin has no TF32 mode).",
         "",
+        *(
+            [
+                "INT8 and FP8 E4M3 rows: quantized layers on the engine path only (8-bit x and weights, "
+                "x per tensor and the weights per output channel at max calibration's scales; FP16 "
+                "offset, mask, bias and output; AUTO as the plugin runs it), against FP16's engine rows "
+                "of the same run and their own type's peak (INT8 `torch._int_mm`, FP8 `torch._scaled_mm`); "
+                "errors against the float64 Q/DQ model within its elementwise bound.",
+                "",
+            ]
+            if quant_report.has_quant(result)
+            else []
+        ),
         "Method: the same random inputs for every implementation (x ~ N(0,1), offsets ~ N(0, 2²), "
         "mask ~ U(0,1), weights ~ N(0,1)/√fan-in, bias ~ N(0,1)); device time per call = median over "
         "replays of one CUDA graph holding R consecutive calls that rotate among buffer sets totalling "

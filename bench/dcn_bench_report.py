@@ -3,7 +3,9 @@
 A result is the JSON object dcn_bench.py writes: ``meta``, ``peak`` (TFLOP/s per precision),
 ``shapes`` (Shape.as_dict()), ``rows`` (one per shape x precision x implementation: ``status``
 "ok" / "unsupported" / "error" / "n/a", ``us`` per call, ``method``, ``tflops``, ``frac_peak``,
-``max_rel_err``, ``rel_l2``, ``message``) and ``tiles`` (the fused tile sweep, optional).
+``max_rel_err``, ``rel_l2``, ``message``; quantized rows also ``err_over_bound``, ``within_bound``
+and, as every engine row, ``auto``) and ``tiles`` (the fused tile sweep, optional). The INT8 and FP8
+rows have their own table and bars (dcn_bench_quant_report.py); the tables here are the float ones.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 import statistics
 from pathlib import Path
 
+import dcn_bench_quant_report as quant_report
 from bench_shapes import IMPLS, PRECISIONS
 
 #: The implementations the fused kernel is compared with (``fused-engine`` is the fused kernel too).
@@ -67,10 +70,10 @@ def _fmt(v: float | None, spec: str, none: str = "-") -> str:
 
 
 def lines_pairs(result: dict) -> list[tuple[str, str]]:
-    """(shape, precision) pairs present in the rows, in shape-table then precision order."""
+    """(shape, float precision) pairs present in the rows, in shape-table then precision order."""
     present = {(r["shape"], r["precision"]) for r in result.get("rows", [])}
     shapes = [s["name"] for s in result.get("shapes", [])]
-    precs = [p.name for p in PRECISIONS]
+    precs = [p.name for p in PRECISIONS if not p.quant]
     return [(s, p) for s in shapes for p in precs if (s, p) in present]
 
 
@@ -121,6 +124,9 @@ def error_summary(result: dict) -> str:
     text = "worst error (max rel / rel L2): " + ("; ".join(parts) if parts else "none")
     if bad:
         text += "\nNON-FINITE or missing output: " + ", ".join(bad)
+    over = quant_report.over_bound(result)
+    if over:
+        text += "\nOVER THE Q/DQ BOUND: " + ", ".join(over)
     return text
 
 
@@ -152,7 +158,8 @@ def acceptance(result: dict) -> list[str]:
     the measured peak its target implies on the layer where it is highest, implied_peak). The bars:
     FP16 and BF16 at least 2.5x the baseline on every layer with 128 or more output channels, FP16
     at least torchvision's speed on every layer, FP16 tensor work at least 40% of the measured peak
-    on R50-c4 and 60% on BEVFormer-c4. Then one line: the FP32 error against the simple kernel's."""
+    on R50-c4 and 60% on BEVFormer-c4. Then one line: the FP32 error against the simple kernel's; then
+    the INT8/FP8 bars of issue 40 (dcn_bench_quant_report.acceptance)."""
     idx = index(result.get("rows", []))
     shapes = {s["name"]: s for s in result.get("shapes", [])}
     lines = []
@@ -209,7 +216,7 @@ def acceptance(result: dict) -> list[str]:
         worst = max(errs, key=lambda t: t[1])
         verdict = "PASS" if worst[1] <= 1.0 else "FAIL"
         lines.append(f"{verdict:5s} fp32 fused error <= simple's: worst ratio {worst[0]} {worst[1]:.2f}")
-    return lines
+    return lines + quant_report.acceptance(result)
 
 
 def changes(result: dict, previous: dict) -> list[str]:
@@ -289,11 +296,12 @@ def tiles_table(result: dict) -> str:
 
 
 def markdown(result: dict) -> str:
-    """Full Markdown tables: times and ratios, then accuracy, then the timing methods."""
+    """Full Markdown tables: times and ratios, then accuracy, then INT8 and FP8, then the timing
+    methods and what did not run."""
     idx = index(result.get("rows", []))
     shapes = {s["name"]: s for s in result.get("shapes", [])}
     peak = result.get("peak", {})
-    out = ["| precision | measured peak (TFLOP/s, torch matmul) |", "|---|---|"]
+    out = ["| precision | measured peak (TFLOP/s, INT8 TOP/s; torch matmul) |", "|---|---|"]
     out += [f"| {k} | {_fmt(v, '.1f')} |" for k, v in peak.items()]
     out += [
         "",
@@ -338,9 +346,13 @@ def markdown(result: dict) -> str:
             else:
                 cells.append(f"{row['max_rel_err']:.1e} / {row['rel_l2']:.1e}")
         out.append(f"| {shape} | {prec} | " + " | ".join(cells) + " |")
+    if quant_report.has_quant(result):
+        out += ["", quant_report.table(result)]
     skipped = result.get("meta", {}).get("skipped")
     if skipped:
         out += ["", "Not run (time limit): " + ", ".join(skipped)]
+    for note in result.get("meta", {}).get("not_run", []):
+        out += ["", f"Not run: {note}"]
     odd = [r for r in result.get("rows", []) if r.get("status") == "ok" and r.get("method") != "graph"]
     failed = [r for r in result.get("rows", []) if r.get("status") in ("error", "unsupported", "n/a")]
     if odd:

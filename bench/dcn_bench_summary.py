@@ -2,13 +2,16 @@
 
     python3 bench/fused_choice.py > choices.txt
     python3 bench/dcn_bench_summary.py docs/benchmarks_h200_results.json --choices choices.txt
+    python3 bench/dcn_bench_summary.py build/dcn_bench_quant/results.json --quant   # INT8 and FP8 only
 
 Prints three Markdown tables: FP16 and BF16 (both fused paths against the baseline, FP16 also
-against torchvision), then FP32 (3xTF32) and TF32. ``engine`` is the ``fused-engine`` rows (x
-channel-last, weights prepared once), ``NCHW`` the ``fused`` rows. A ratio below a bar of the
-current issue is in bold: 2.5x the baseline where a layer has 128 or more output channels (FP16,
-BF16), torchvision's speed (FP16). ``--choices`` takes what bench/fused_choice.py printed for the
-same device and fills the AUTO columns ("-" without it).
+against torchvision), then FP32 (3xTF32) and TF32; and where the result has INT8/FP8 rows, the
+INT8 and FP8 table (dcn_bench_quant_report.table: against FP16's engine rows of the same run, with
+issue 40's bar per layer). ``engine`` is the ``fused-engine`` rows (x channel-last, weights
+prepared once), ``NCHW`` the ``fused`` rows. A ratio below a bar of the current issue is in bold:
+2.5x the baseline where a layer has 128 or more output channels (FP16, BF16), torchvision's speed
+(FP16). The AUTO columns: what the run recorded for its engine rows, else what bench/fused_choice.py
+printed for the same device (``--choices``), else "-".
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import sys
 from pathlib import Path
 
+import dcn_bench_quant_report as quant_report
 import dcn_bench_report as report
 from dcn_bench_report import BASELINE_BAR, TORCHVISION_BAR
 
@@ -57,11 +61,14 @@ def _err(idx: dict, shape: str, prec: str) -> str:
 
 
 def tables(result: dict, choices: dict[tuple[str, str], str] | None = None) -> str:
-    """The FP16, BF16 and FP32/TF32 tables (Markdown) of one result."""
+    """The FP16, BF16 and FP32/TF32 tables (Markdown) of one result, then INT8 and FP8 if it has them."""
     idx = report.index(result.get("rows", []))
     choices = choices or {}
     shapes = result.get("shapes", [])
-    auto = lambda n, p: choices.get((n, p), "-")  # noqa: E731
+
+    def auto(n: str, p: str) -> str:
+        return (idx.get((n, p, "fused-engine")) or {}).get("auto") or choices.get((n, p), "-")
+
     out = [
         "### FP16 (µs per call)",
         "",
@@ -113,6 +120,8 @@ def tables(result: dict, choices: dict[tuple[str, str], str] | None = None) -> s
             f"| {n} | {auto(n, 'fp32')} | {_f(e)} | {_f(f)} | {_f(b)} | {_ratio(b, e)} "
             f"| {auto(n, 'tf32')} | {_f(te)} | {_f(tf)} | {_ratio(b, te)} |"
         )
+    if quant_report.has_quant(result):
+        out += ["", quant_report.table(result, choices).rstrip("\n")]
     return "\n".join(out)
 
 
@@ -120,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", help="results.json of bench/dcn_bench.py")
     ap.add_argument("--choices", default=None, help="what bench/fused_choice.py printed (the AUTO columns)")
+    ap.add_argument("--quant", action="store_true", help="only the INT8 and FP8 table")
     args = ap.parse_args(argv)
     try:
         result = json.loads(Path(args.results).read_text(encoding="utf-8"))
@@ -127,7 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(tables(result, choices))
+    if args.quant:
+        text = quant_report.table(result, choices)
+        if not text:
+            print(f"error: {args.results} has no INT8 or FP8 rows", file=sys.stderr)
+            return 1
+        print(text, end="")
+    else:
+        print(tables(result, choices))
     return 0
 
 

@@ -5,7 +5,7 @@ host-only ``dcnFusedChoice`` (no GPU needed; tiles by their names in plugin_src/
 
 Prints one line per layer and precision: the tile, ``/sK`` for K split K ways, ``+T/sK`` for a split
 tail (the last T pixel tiles as a second launch with K split K ways), or "simple" where no fused
-tile applies.
+tile applies. INT8 and FP8 E4M3 are quantized layers with a float output.
 """
 
 from __future__ import annotations
@@ -19,18 +19,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "tests"))  # tests/support: the core binding
 
-from bench_shapes import PRECISIONS, SHAPES, Shape  # noqa: E402
+from bench_shapes import PRECISIONS, QUANT_CODES, SHAPES, Precision, Shape  # noqa: E402
 from support import (
     core,  # noqa: E402
     core_fused,  # noqa: E402
 )
 
 
-def choice_for(
-    shape: Shape, dtype: int, math: int, device: tuple[int, int, int], lib, names: list[str]
-) -> str:
-    """``<tile name>``, ``<tile name>/s<splits>`` or ``<tile name>+<tail tiles>/s<tail splits>``, or
-    ``simple``."""
+def layer_params(shape: Shape, prec: Precision) -> core.DcnParams:
+    """AUTO's problem for ``shape`` in ``prec`` (x NCHW, OIHW weights); a quantized precision with x
+    scale 1 (the choice does not depend on it) and a float output."""
     p = core.make_params(
         (shape.n, shape.c, shape.h, shape.w),
         (shape.cout, shape.c // shape.group, shape.kernel, shape.kernel),
@@ -40,9 +38,17 @@ def choice_for(
         group=shape.group,
         deformable_group=shape.dg,
         with_bias=shape.bias,
-        dtype=dtype,
-        math=math,
+        dtype=prec.dtype,
+        math=prec.math,
     )
+    if prec.quant:
+        p.quant, p.xScale, p.outType = QUANT_CODES[prec.quant], 1.0, prec.dtype
+    return p
+
+
+def choice_name(p: core.DcnParams, device: tuple[int, int, int], lib, names: list[str]) -> str:
+    """What AUTO runs for ``p`` on ``device``: ``<tile name>``, ``<tile name>/s<splits>`` or
+    ``<tile name>+<tail tiles>/s<tail splits>``, or ``simple``."""
     got = core_fused.fused_split_tail(p, device, lib=lib)
     if got is None:
         return "simple"
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [t.name for t in core_fused.tile_infos(lib)]
     print(f"{'layer':14s} " + " ".join(f"{prec.name:>22s}" for prec in PRECISIONS))
     for shape in SHAPES:
-        cells = [choice_for(shape, prec.dtype, prec.math, device, lib, names) for prec in PRECISIONS]
+        cells = [choice_name(layer_params(shape, prec), device, lib, names) for prec in PRECISIONS]
         print(f"{shape.name:14s} " + " ".join(f"{c:>22s}" for c in cells))
     return 0
 

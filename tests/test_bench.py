@@ -1,7 +1,8 @@
 """CPU tests of the DCNv2 benchmark's pure-Python parts: the shape table and sizing rules
 (bench/bench_shapes.py), the tables and acceptance bars (dcn_bench_report.py), dcn_bench.py's
-arguments and imports, and dcn_bench_plot.py. tests/test_bench_run.py runs the whole script on a
-fake CuPy. No GPU, CuPy or PyTorch is needed or imported.
+arguments and imports, and dcn_bench_plot.py. tests/test_bench_quant.py tests the INT8 and FP8
+precisions, tests/test_bench_run.py runs the whole script on a fake CuPy. No GPU, CuPy or PyTorch
+is needed or imported.
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def test_elements_and_set_bytes():
         "out": 2 * 4 * 30,
     }
     assert s.set_bytes(2) == 2 * sum(e.values())
+    by = {p.name: p for p in bs.PRECISIONS}
+    assert by["bf16"].set_bytes(s) == s.set_bytes(2)
+    # 8-bit x and weights, FP32 weight scales, FP16 offset, mask, bias and output
+    quant = e["x"] + e["weight"] + 4 * 4 + 2 * (e["offset"] + e["mask"] + e["bias"] + e["out"])
+    assert by["int8"].set_bytes(s) == by["fp8e4m3"].set_bytes(s) == quant
     assert s.desc == "2x8->4@5x6 s2 from 10x12 +b"
     assert s.as_dict()["flop"] == s.flop
 
@@ -303,6 +309,7 @@ def test_parse_args_defaults_and_subsets(monkeypatch, tmp_path):
     monkeypatch.setenv("OUT", str(tmp_path))
     a = dcn_bench.parse_args([])
     assert len(a.shape_list) == 18 and [p.name for p in a.precision_list] == ["fp32", "tf32", "fp16", "bf16"]
+    assert a.not_run == []
     assert a.impl_list == list(bs.IMPLS) and a.out_dir == tmp_path and a.budget_main["seconds"] == 0.25
     a = dcn_bench.parse_args(
         ["--shapes", "ocd-*", "--precisions", "fp16", "--impls", "fused,baseline", "--quick"]
@@ -317,7 +324,8 @@ def test_parse_args_defaults_and_subsets(monkeypatch, tmp_path):
 
 def test_modules_import_without_cupy_or_torch():
     code = (
-        "import sys; sys.path.insert(0, 'bench'); import dcn_bench, dcn_bench_gpu, dcn_bench_plot; "
+        "import sys; sys.path.insert(0, 'bench'); import dcn_bench, dcn_bench_gpu, dcn_bench_plot, "
+        "dcn_bench_summary, dcn_bench_quant, dcn_bench_peak, dcn_bench_env, fused_choice; "
         "bad = [m for m in ('cupy', 'torch', 'torchvision', 'matplotlib') if m in sys.modules]; "
         "sys.exit(f'imported {bad}' if bad else 0)"
     )
@@ -396,7 +404,7 @@ def test_documented_sanitizer_commands_name_tiles_that_exist():
 
 
 def test_shell_scripts_parse():
-    for script in ("bench/baseline/build.sh", "bench/dcn_bench.sh"):
+    for script in ("bench/baseline/build.sh", "bench/dcn_bench.sh", "bench/quant_device.sh"):
         proc = subprocess.run(["bash", "-n", script], cwd=REPO, capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stderr
 

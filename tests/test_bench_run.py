@@ -1,15 +1,15 @@
-"""CPU run of bench/dcn_bench.py end to end, with NumPy standing in for CuPy: dcn_bench_gpu.py's
-real input generation, BF16/FP16 conversions, error metrics and CUDA-graph timing loop run on a fake
-CuPy; the implementations write the float64 NumPy reference rounded to each precision. Also checks
-the baseline library's ctypes signatures against the C prototypes in bench/baseline/im2col_cublas.cu.
-No GPU, CuPy or PyTorch is needed or imported.
+"""CPU run of bench/dcn_bench.py end to end, with NumPy standing in for CuPy (tests/support/fake_cupy.py):
+dcn_bench_gpu.py's real input generation, BF16/FP16 conversions, error metrics and CUDA-graph
+timing loop, and dcn_bench_quant.py's quantized inputs, Q/DQ reference and bound; the
+implementations write the float64 NumPy reference rounded to each precision (one quantized row
+beyond its bound). Also checks the baseline library's ctypes signatures against the C prototypes
+in bench/baseline/im2col_cublas.cu. No GPU, CuPy or PyTorch is needed or imported.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -23,80 +23,17 @@ sys.path.insert(0, str(BENCH))
 import bench_shapes as bs  # noqa: E402
 import dcn_bench  # noqa: E402
 import dcn_bench_gpu as gpu  # noqa: E402
+import dcn_bench_peak  # noqa: E402
 import dcn_bench_plot  # noqa: E402
+import dcn_bench_quant as quant  # noqa: E402
 from support import core  # noqa: E402
+from support.fake_cupy import fake_cupy_module  # noqa: E402
 from support.reference import modulated_deform_conv2d  # noqa: E402
-
-# ------------------------------------------------------------------------------------------------
-# a fake CuPy
-
-
-class _FakeStream:
-    def __init__(self, non_blocking: bool = False) -> None:
-        self.capturing = False
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def synchronize(self) -> None:
-        pass
-
-    def begin_capture(self, mode=None) -> None:
-        self.capturing = True
-
-    def end_capture(self):
-        self.capturing = False
-        return types.SimpleNamespace(launch=lambda stream=None: None)
-
-
-class _FakeEvent:
-    def record(self, stream=None) -> None:
-        self.t = time.perf_counter()
-
-    def synchronize(self) -> None:
-        pass
-
-
-class _FakeRandomState:
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def standard_normal(self, size, dtype=np.float32):
-        return self.rng.standard_normal(size, dtype=dtype)
-
-    def uniform(self, low, high, size, dtype=np.float32):
-        return self.rng.uniform(low, high, size).astype(dtype)
-
-
-def _fake_cupy() -> types.ModuleType:
-    mod = types.ModuleType("cupy")
-    mod.__getattr__ = lambda name: getattr(np, name)
-    props = {"name": b"Fake GPU", "multiProcessorCount": 2, "l2CacheSize": 1 << 16, "major": 9, "minor": 0}
-    runtime = types.SimpleNamespace(
-        deviceSynchronize=lambda: None,
-        getDeviceProperties=lambda i: props,
-        runtimeGetVersion=lambda: 13000,
-        driverGetVersion=lambda: 13000,
-    )
-    mod.cuda = types.SimpleNamespace(
-        Stream=_FakeStream,
-        Event=_FakeEvent,
-        runtime=runtime,
-        Device=lambda: types.SimpleNamespace(id=0),
-        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3,
-    )
-    mod.random = types.SimpleNamespace(RandomState=_FakeRandomState)
-    mod.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
-    mod.__version__ = "fake"
-    return mod
 
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy_module())
 
 
 def test_bf16_and_fp16_storage_round_like_the_core(fake_cupy):
@@ -186,14 +123,42 @@ def _fake_gpu() -> types.ModuleType:
     mod.torchvision_impl = torchvision_impl
     mod.time_torch = time_torch
     mod.reference = _ref64
-    mod.matmul_peak = lambda name, size, reps: {"fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 720.0}[
-        name
-    ]
+
+    def dcn64(shape, f):
+        attrs = {"stride": shape.stride, "padding": shape.pad, "dilation": shape.dilation}
+        args = (f["x"], f["offset"], f["mask"], f["weight"], f["bias"])
+        return modulated_deform_conv2d(*args, **attrs, group=shape.group, deformable_group=shape.dg)
+
+    mod.dcn64 = dcn64
     return mod
+
+
+PEAKS = {"fp32": 50.0, "tf32": 400.0, "fp16": 700.0, "bf16": 720.0, "int8": 900.0, "fp8e4m3": 1400.0}
+
+
+def _fake_quant_impl(fake_gpu, over: tuple[str, str]):
+    """quant.core_impl writing the Q/DQ model rounded to FP16; on the layer and precision ``over`` one
+    output element off by twice its bound."""
+
+    def core_impl(gpu_mod, lib, shape, prec, x_scale):
+        assert gpu_mod is fake_gpu and x_scale > 0
+
+        def call(st):
+            if "ref" not in st:
+                st["ref"] = quant.reference(gpu_mod, shape, prec, st)
+            out = st["ref"]["qdq_host"].copy()
+            if (shape.name, prec.name) == over:
+                out[0, 0, 0, 0] += 2.0 * st["ref"]["bound"][0, 0, 0, 0]
+            st["out"][...] = out.astype(np.float16)
+
+        return call
+
+    return core_impl
 
 
 def test_main_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "dcn_bench_gpu", _fake_gpu())
+    monkeypatch.setattr(dcn_bench_peak, "matmul_peak", lambda name, size, reps: PEAKS[name])
     monkeypatch.setattr(bs, "SHAPES", TINY)
     base = types.SimpleNamespace(baselineCublasVersion=lambda: 130100)
     corelib = types.SimpleNamespace(dcnFusedTileCount=lambda: 2)
@@ -249,6 +214,60 @@ def test_main_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
     ]
     assert "SKIPPED by --time-limit: tiny-a" in capsys.readouterr().out
     assert "Not run (time limit): tiny-a" in (tmp_path / "results.md").read_text()
+
+
+def test_quantized_rows_end_to_end_on_fakes(fake_cupy, monkeypatch, tmp_path, capsys):
+    """FP16, INT8 and FP8 in one run: the 8-bit precisions run the engine rows only (and say so),
+    each row's share of the peak is against its own type's peak, the Q/DQ bound flags the one row
+    written beyond it, and the INT8/FP8 table and bars are printed and written."""
+    fake = _fake_gpu()
+    monkeypatch.setitem(sys.modules, "dcn_bench_gpu", fake)
+    monkeypatch.setattr(dcn_bench_peak, "matmul_peak", lambda name, size, reps: PEAKS[name])
+    monkeypatch.setattr(quant, "core_impl", _fake_quant_impl(fake, ("tiny-s2", "fp8e4m3")))
+    monkeypatch.setattr(quant, "auto_name", lambda lib, p, meta: f"q{p.quant}-{p.xLayout}{p.weightLayout}")
+    monkeypatch.setattr(bs, "SHAPES", TINY)
+    corelib = types.SimpleNamespace(dcnFusedTileCount=lambda: 2)
+    libs = {"core": corelib, "baseline": None, "errors": {}}
+    monkeypatch.setattr(dcn_bench, "load_libs", lambda args: libs)
+    argv = ["--quick", "--precisions", "fp16,int8,fp8e4m3", "--impls", "fused-engine,simple"]
+    argv += ["--out", str(tmp_path)]
+    assert dcn_bench.main(argv) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["peak"] == {"fp16": 700.0, "int8": 900.0, "fp8e4m3": 1400.0}
+    rows = {(r["shape"], r["precision"], r["impl"]): r for r in res["rows"]}
+    assert set(rows) == {
+        (s.name, prec, impl)
+        for s in TINY
+        for prec, impl in (("fp16", "fused-engine"), ("fp16", "simple"), ("int8", "fused-engine"),
+                           ("fp8e4m3", "fused-engine"))
+    }
+    assert res["meta"]["not_run"] == [
+        "int8, fp8e4m3 with simple: only the engine path of the core (fused-engine) takes 8-bit x and "
+        "weights (x channel-last, weights prepared once)"
+    ]
+    for (shape, prec, impl), r in rows.items():
+        assert r["status"] == "ok" and r["method"] == "graph", r
+        assert r["frac_peak"] == pytest.approx(r["tflops"] / PEAKS[prec])
+        if impl == "fused-engine":  # AUTO of the engine problem: x channel-last (1), weights prepared (1)
+            assert r["auto"] == f"q{bs.QUANT_CODES.get(prec, 0)}-11"
+        if prec == "fp16":
+            assert "err_over_bound" not in r
+            continue
+        # FP16 rounding of the Q/DQ output: within 2^-11 relative, far inside the bound
+        if (shape, prec) == ("tiny-s2", "fp8e4m3"):
+            assert r["within_bound"] is False and 1.5 < r["err_over_bound"] < 2.5, r
+        else:
+            assert r["within_bound"] is True and 0 < r["err_over_bound"] < 0.5, r
+            assert 0 < r["rel_l2"] <= 2.0**-11
+    out = capsys.readouterr().out
+    assert "[not run] int8, fp8e4m3 with simple" in out
+    assert "OVER THE Q/DQ BOUND: tiny-s2/fp8e4m3/fused-engine (x" in out
+    assert "FAIL  engine path: fp8e4m3 error within the Q/DQ bound" in out
+    assert "PASS  engine path: int8 error within the Q/DQ bound" in out
+    assert "### INT8 and FP8" in out
+    md = (tmp_path / "results.md").read_text()
+    assert "### INT8 and FP8" in md and "**FAIL" in md and "Not run: int8, fp8e4m3 with simple" in md
+    assert not any(ln.startswith("| tiny-a | test") and "| int8 |" in ln for ln in md.splitlines())
 
 
 def _c_params(source: str, name: str) -> list[str]:

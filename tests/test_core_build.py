@@ -332,12 +332,17 @@ def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].split() == ["layer", "fp32", "tf32", "fp16", "bf16"]
+    assert lines[0].split() == ["layer", "fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3"]
     rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
     assert len(rows) == 18
     assert rows["r50-c4"][2] == "wg-256x64-p16/s2"  # 66 blocks x 2 splits: one wave
     assert rows["bev-c4"][2] == "wg-256x64-p16+16/s8"  # 4 waves, then 16 tiles split 8 ways
     assert rows["r50-c3"][3] == "wg-128x128"  # BF16 keeps 8 producer warps
+    # quantized layers: the 8-bit tiles, split as FP16 is; 64 channels per group: two kernel points
+    # per 128-channel chunk
+    assert rows["r50-c4"][4:] == ["wg-256x64-q8/s2"] * 2
+    assert rows["bev-c4"][4:] == ["wg-256x64-q8+16/s8"] * 2
+    assert rows["dla-ida2-node"][4:] == ["wg-128x64-q8"] * 2
 
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
