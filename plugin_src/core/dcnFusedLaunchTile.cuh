@@ -1,7 +1,8 @@
 /*
- * dcnconvert core: the launch of one fused tile (launchTile) and the dispatch over the tiles of a
- * family (launchFamily), included by the instantiation units dcnFusedSm80.cu, dcnFusedSm90.cu and
- * dcnFusedSm90a.cu. Internal to plugin_src/core; no TensorRT include.
+ * dcnconvert core: the entry of the channel-vectorised kernel (dcnFusedNhwcKernel, whose block is
+ * nhwcBlock in dcnFusedNhwc.cuh), the launch of one fused tile (launchTile) and the dispatch over
+ * the tiles of a family (launchFamily), included by the instantiation units dcnFusedSm80.cu,
+ * dcnFusedSm90.cu and dcnFusedSm90a.cu. Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_LAUNCH_TILE_CUH
 #define DCN_FUSED_LAUNCH_TILE_CUH
@@ -18,6 +19,24 @@ namespace dcn
 {
 namespace fused
 {
+
+/* T: x and the weights; TF: offset, mask and bias (T for a float layer; a quantized layer's T is
+ * INT8 or FP8 and its output has the type a.outType). */
+template <typename T, MathKind MK, class C, typename TF = T>
+__global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
+    TF const* __restrict__ offset, TF const* __restrict__ mask, T const* __restrict__ wp, TF const* __restrict__ bias,
+    OutOf<T>* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // The TMA tiles run on sm_90+ only (the host never offers them below): no code for them here.
+    if constexpr (C::TMA_A)
+        __trap();
+    else
+        nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
+#endif
+}
 
 using dcn::detail::setMsg;
 

@@ -1,20 +1,17 @@
 /*
- * dcnconvert: the channel-vectorised fused DCNv2 kernel (sm_80+), the fast path of the core.
+ * dcnconvert: the block of the channel-vectorised fused DCNv2 kernel (sm_80+), the fast path of the
+ * core; its entry and launch are in dcnFusedLaunchTile.cuh.
  *
- * A prep kernel writes x as NHWC and the weights in the matching K order into the workspace:
- *   xh[n][y][x][c]                          (channels contiguous: 8 channels = one 16-byte vector)
- *   wp[m][k'] with k' = (cb * kh*kw + kp) * BK + ci   for input channel c = cb * BK + ci of the group.
- * The GEMM is then the same as in dcnFusedKernel.cuh with K in that order: each chunk of BK (32 or
- * 64) K rows is one block of BK consecutive channels at one kernel point, all in one deformable
- * group (the host requires channels per group and per deformable group to be multiples of BK). A
- * producer task is one 16-byte vector (8 FP16/BF16 or 4 FP32 channels) of one pixel: one plan
- * lookup, four 16-byte corner loads, bilinear sums (FP16: in __half2 pairs; BF16, FP32: in FP32),
- * one 16-byte store into the K-contiguous B
- * tile [BN][BK + pad], which the consumers read with ldmatrix (non-transposed). The 4 (FP32: 8)
- * tasks of a pixel sit in neighbouring lanes and read 64 (128) contiguous bytes per corner.
- * On sm_90 the TMA tiles load the weight tile with the tensor memory accelerator instead
- * (dcnFusedTma.cuh), and the warpgroup tiles multiply with wgmma from swizzled stages
- * (dcnFusedWgmma.cuh, dcnFusedNhwcConsumers.cuh).
+ * x comes NHWC (xh[n][y][x][c]) and the weights in the matching K order,
+ * wp[m][k'] with k' = (cb * kh*kw + kp) * BK + ci for input channel c = cb * BK + ci of the group
+ * (the prep kernel writes both into the workspace unless the engine path gives them). A K chunk is
+ * BK (32, 64; 8-bit: 128) consecutive channels at one kernel point in one deformable group; a
+ * quantized layer of 64 channels per group puts two kernel points in a chunk (FusedArgs::kpPair).
+ * A producer task is one 16-byte vector of one pixel: one plan lookup, four 16-byte corner loads,
+ * the bilinear sums (dcnFusedNhwcParts.cuh) and one 16-byte store into the B tile; the consumers
+ * multiply with mma.sync from padded stages, or on sm_90 with wgmma from swizzled stages whose
+ * weight tiles the tensor memory accelerator loads (dcnFusedTma.cuh, dcnFusedWgmma.cuh,
+ * dcnFusedNhwcConsumers.cuh).
  */
 #ifndef DCN_FUSED_NHWC_CUH
 #define DCN_FUSED_NHWC_CUH
@@ -42,15 +39,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
 {
     extern __shared__ __align__(16) unsigned char smemRaw[];
     // TMA tiles: the stages start at the next 1024-byte boundary (the swizzle's period).
-    // PLAN32 (2-byte types): the mbarriers follow the stages (BAR_BYTES), then the plan's weights
-    // and cell offsets, and the producers' loop reads the plan and hands stages over through 32-bit
-    // shared-memory addresses. Through generic pointers, with the barriers behind the plan (whose
-    // size is known at run time only), ptxas rebuilt the shared window's address, its 1024-byte
-    // alignment and the barriers' offset before every plan read and hand-over (a steady-state
-    // producer unit of wg-256x64-p16 FP16: about 140 SASS instructions, 93 with these addresses).
-    // FP32 keeps generic pointers and the barriers behind the plan: with the 32-bit form the
-    // producers of the 3xTF32 tile wg-128x64-tf32 spilled 16 bytes and FP32 took 1.03-1.22x as long
-    // (H200, 18 layers).
+    // PLAN32 (2-byte and 8-bit types): the mbarriers follow the stages (BAR_BYTES), then the plan's
+    // weights and cell offsets, all reached through 32-bit shared-memory addresses, which spares
+    // ptxas rebuilding the window's address before every plan read and hand-over. FP32 keeps generic
+    // pointers and the barriers behind the plan (its 3xTF32 producers spill with the 32-bit form).
     constexpr bool PLAN32 = sizeof(T) <= 2;
     uint32_t const rawAddr = smemAddr(smemRaw);
     uint32_t const pad = C::TMA_A ? (1024u - (rawAddr & 1023u)) & 1023u : 0u;
@@ -402,8 +394,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     }
 
     // ---------------------------------------------------------------------- consumers
-    // The offset and mask rows of the first plan into L2 while the producers wait (engine path;
-    // FP16/BF16 only: up to 2.5% less time per call on an H200, and two FP32 tiles spilled with it).
+    // The offset and mask rows of the first plan into L2 while the producers wait (engine path; not
+    // for FP32, whose tiles spill with it).
     if constexpr (sizeof(T) <= 2)
     {
         if (a.waitFirst)
@@ -415,24 +407,6 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     if constexpr (C::PREGS > 0)
         setMaxRegsInc<C::CREGS>();
     nhwcConsumers<T, MK, C, TF>(a, sA, sB, fullA, nChunks, tid, p0, m0, g, split, bias, out, partial, rank, peer);
-}
-
-/* T: x and the weights; TF: offset, mask and bias (T for a float layer; a quantized layer's T is
- * INT8 or FP8 and its output has the type a.outType). */
-template <typename T, MathKind MK, class C, typename TF = T>
-__global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs const a, T const* __restrict__ xh,
-    TF const* __restrict__ offset, TF const* __restrict__ mask, T const* __restrict__ wp, TF const* __restrict__ bias,
-    OutOf<T>* __restrict__ out, float* __restrict__ partial, const __grid_constant__ CUtensorMap tmA)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    // The TMA tiles run on sm_90+ only (the host never offers them below): no code for them here.
-    if constexpr (C::TMA_A)
-        __trap();
-    else
-        nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
-#endif
 }
 
 } // namespace fused
