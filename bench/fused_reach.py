@@ -47,8 +47,9 @@ def device_class(cc: int) -> str:
     return "8.x" if cc == 8 else "9.x" if cc == 9 else "10+"
 
 
-def random_problem(rng: random.Random, dtype: int, math: int):
-    """One random problem as DcnParams (a fixed draw order, so that every precision gets the same shapes)."""
+def random_problem(rng: random.Random, dtype: int, math: int, quant: str = ""):
+    """One random problem as DcnParams (a fixed draw order, so that every precision gets the same shapes);
+    ``quant`` ("int8", "fp8e4m3"): a quantized layer with FP16 offset, mask, bias and output."""
     group = rng.choice([1, 1, 1, 2, 4])
     cpg = rng.choice([8, 16, 24, 32, 40, 64, 96, 128, 192, 256, 320, 512, 1024])
     c = cpg * group
@@ -60,11 +61,15 @@ def random_problem(rng: random.Random, dtype: int, math: int):
     n = rng.choice([1, 1, 2, 4, 8])
     low = max(1, (k - 1) * dilation + 1 - 2 * pad)
     h, w = rng.randint(low, 160), rng.randint(low, 200)
-    return core.make_params(
+    p = core.make_params(
         (n, c, h, w), (cout, cpg, k, k), stride=(stride, stride), padding=(pad, pad),
         dilation=(dilation, dilation), group=group, deformable_group=dg, with_bias=True,
         dtype=dtype, math=math,
     )
+    if quant:
+        p.quant = core.QUANT_INT8 if quant == "int8" else core.QUANT_FP8
+        p.xScale, p.outType = 0.05, core.FLOAT16
+    return p
 
 
 def reach(lib, problems: int, seed: int, other=None) -> tuple[dict, list[str]]:
@@ -82,7 +87,7 @@ def reach(lib, problems: int, seed: int, other=None) -> tuple[dict, list[str]]:
         rng = random.Random(seed)
         picked: collections.Counter[tuple[str, str]] = collections.Counter()
         for _ in range(problems):
-            p = random_problem(rng, prec.dtype, prec.math)
+            p = random_problem(rng, prec.dtype, prec.math, prec.quant)
             for device in DEVICES.values():
                 got = core_fused.fused_split_tail(p, device, lib=lib)
                 if other is not None:
@@ -105,7 +110,7 @@ def built_never_picked(lib, picks: dict) -> dict[str, list[str]]:
     dtypes = {core.FLOAT32: "float32", core.FLOAT16: "float16", core.BFLOAT16: "bfloat16"}
     out = {}
     for prec in PRECISIONS:
-        built = [t.name for t in infos if t.takes(dtypes[prec.dtype], prec.math)]
+        built = [t.name for t in infos if t.takes(prec.quant or dtypes[prec.dtype], prec.math)]
         out[prec.name] = [t for t in built if not any(k[0] == t for k in picks[prec.name])]
     return out
 

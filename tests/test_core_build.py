@@ -121,7 +121,9 @@ def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
     import fused_reach
 
     picks, _ = fused_reach.reach(lib, problems=20000, seed=7)
-    assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in ("fp32", "tf32", "fp16", "bf16")}
+    precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3")
+    assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in precisions}
+    assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8"}, picks["int8"]
     infos = core_fused.tile_infos(lib)
     unbuilt = [(t.name, d) for t in infos for d in ("float32", "float16", "bfloat16") if not t.takes(d)]
     assert ("wg-128x128", "float16") in unbuilt and ("async-128x64", "float32") in unbuilt

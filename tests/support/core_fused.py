@@ -127,7 +127,13 @@ class _DcnTileInfo(ctypes.Structure):
 
 #: ``DcnTileKernel`` values by name.
 TILE_KERNELS = ("nchw", "regs", "async", "tma", "wgmma")
-_DTYPE_NAMES = {_c.FLOAT32: "float32", _c.FLOAT16: "float16", _c.BFLOAT16: "bfloat16"}
+_DTYPE_NAMES = {
+    _c.FLOAT32: "float32",
+    _c.FLOAT16: "float16",
+    _c.BFLOAT16: "bfloat16",
+    _c.INT8: "int8",
+    _c.FP8E4M3: "fp8e4m3",
+}
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,8 @@ class TileInfo:
     Attributes:
         index: its ``ALGO_FUSED_TILE`` offset.
         kernel: ``"nchw"``, ``"regs"``, ``"async"``, ``"tma"`` or ``"wgmma"``.
-        dtypes: the element types it takes (``"float32"``, ``"float16"``, ``"bfloat16"``).
+        dtypes: the element types it takes (``"float32"``, ``"float16"``, ``"bfloat16"``; the 8-bit
+            tiles ``"int8"``, ``"fp8e4m3"``).
         fp32_math: the FP32 math modes it takes (``MATH_ACCURATE``, ``MATH_TF32``).
         min_cc: the compute capability it needs (80 or 90; ``wgmma`` tiles need 9.x exactly).
         splits_k: whether it may split K.
