@@ -440,6 +440,40 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
         core_fused.fused_choice(dla, lib=lib)
 
 
+def _align256(v: int) -> int:
+    return (v + 255) // 256 * 256
+
+
+@pytest.mark.parametrize("quant", [1, 2], ids=["int8", "fp8e4m3"])
+@pytest.mark.parametrize(
+    "cin, group, dg, k_order",
+    [
+        (256, 1, 1, True),  # 128-channel chunks
+        (64, 1, 1, True),  # 64 channels: two kernel points per chunk, the 64-channel K order
+        (128, 2, 2, True),  # two groups of 64 in their own deformable groups
+        (256, 1, 4, False),  # 64 per deformable group in a group of 256: the simple kernel only
+        (96, 1, 1, False),
+    ],
+)
+def test_quantized_prepared_weights_hold_the_8bit_tiles_k_order(
+    lib: ctypes.CDLL, quant: int, cin: int, group: int, dg: int, k_order: bool
+) -> None:
+    """dcnPreparedWeightsSize of a quantized layer: its weight buffer (1-byte values, then one FP32
+    scale per output channel), and one copy of the values in the K order of the 8-bit tiles where
+    one takes the layer; each part aligned to 256 bytes."""
+    cout, kk = 48, 9
+    p = core.make_params(
+        (1, cin, 16, 16), (cout, cin // group, 3, 3), padding=(1, 1), group=group, deformable_group=dg,
+        dtype=core.FLOAT16,
+    )
+    p.quant, p.xScale, p.outType = quant, 0.05, core.FLOAT16
+    scales_at, buffer = core.quant_weight_layout(p, lib)
+    values = cout * (cin // group) * kk
+    assert scales_at == (values + 15) // 16 * 16 and buffer == scales_at + 4 * cout
+    want = _align256(buffer) + (_align256(values) if k_order else 0)
+    assert core.prepared_weights_size(p, lib) == want
+
+
 def test_kernel_larger_than_padded_input_is_rejected(lib: ctypes.CDLL) -> None:
     p = core.make_params((1, 4, 3, 20), (4, 4, 5, 3), padding=(0, 1))
     p.ho, p.wo = 1, 20  # whatever: the height check fires first
