@@ -26,6 +26,7 @@ import dcn_bench_plot  # noqa: E402
 import dcn_bench_report as report  # noqa: E402
 import dcn_bench_summary as summary  # noqa: E402
 from support import core  # noqa: E402
+from support.bench_rows import result_row as _row  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------
 # shapes and sizing
@@ -120,13 +121,6 @@ def test_replays_for_bounds():
 
 # ------------------------------------------------------------------------------------------------
 # reports
-
-
-def _row(shape, prec, impl, us, **kw):
-    row = {"shape": shape, "precision": prec, "impl": impl, "status": "ok", "us": us, "method": "graph"}
-    row.update(tflops=4.95e9 / us / 1e6, frac_peak=0.5, max_rel_err=1e-4, rel_l2=5e-5)
-    row.update(kw)
-    return row
 
 
 def _result():

@@ -31,6 +31,7 @@ import dcn_bench_summary as summary  # noqa: E402
 import fused_choice  # noqa: E402
 import ml_dtypes  # noqa: E402
 from support import core  # noqa: E402
+from support.bench_rows import result_row as _row  # noqa: E402
 from support.fake_cupy import fake_cupy_module  # noqa: E402
 
 TINY = bs.Shape("tiny-a", "test", 2, 8, 9, 11, 6, bias=True)
@@ -79,13 +80,6 @@ def test_fused_choice_asks_about_quantized_layers():
 
 # ------------------------------------------------------------------------------------------------
 # the INT8/FP8 table and bars
-
-
-def _row(shape, prec, impl, us, **kw):
-    row = {"shape": shape, "precision": prec, "impl": impl, "status": "ok", "us": us, "method": "graph"}
-    row.update(tflops=4.95e9 / us / 1e6, frac_peak=0.5, max_rel_err=1e-4, rel_l2=5e-5)
-    row.update(kw)
-    return row
 
 
 def _float_result():
