@@ -236,7 +236,7 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
     {
         if (mg * kg > INT32_MAX)
             return "a group's weights exceed the 32-bit offsets of the channel-vectorised kernel";
-        if (!nhwcApplies(p, kTiles[tile].bk) && !(kTiles[tile].bk == 128 && kpPairApplies(p)))
+        if (!nhwcApplies(p, weightBk(kTiles[tile], p)))
             return kTiles[tile].bk == 32 ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"
                 : kTiles[tile].bk == 64  ? "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64"
                                          : "the 128-channel-chunk tiles need channels per group and per deformable group divisible by 128, "
