@@ -35,6 +35,9 @@ QUANT_CASES: list[Case] = [
     Case("q_c64_pairs", 2, 64, 13, 11, 96, (3, 3), (2, 1), (1, 2), (2, 1), off_scale=2.0),
     Case("q_c128_g2_pairs", 1, 128, 10, 12, 160, (2, 2), padding=(1, 0), group=2, dg=2, off_scale=2.0),
     Case("q_c64_k5", 1, 64, 12, 14, 72, (5, 5), padding=(2, 2), off_scale=1.5),
+    # two images of 112 pixels (a multiple of 16): the 16-byte output items of FP16 and 8-bit outputs
+    # (storeQuantAligned), pixel tiles that span both images
+    Case("q_c128_b2_items", 2, 128, 8, 14, 128, (3, 3), padding=(1, 1), off_scale=2.0),
     # channels the 8-bit tiles do not take: the simple kernel; 3 groups, 4 deformable groups, 1x3 kernel
     Case("q_c48_g3_dg4", 2, 48, 7, 9, 18, (1, 3), (1, 1), (0, 1), (1, 2), group=3, dg=4, off_scale=2.0),
 ]

@@ -86,13 +86,17 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
     barSync(15, C::CONSUMERS); // the staged tile is complete
     int const rows = min(min(a.mg - m0, C::BM), r1); // rows of the tile that exist, up to r1
     int64_t const pixLeft = a.pixels - p0;
+    if constexpr (dcn::simple::kQuantized<T>) // 16-byte items where the output allows (storeQuantAligned)
+    {
+        if (partial == nullptr && storeQuantAligned<C>(a, sT, tid, p0, m0, g, out, r0, r1))
+            return;
+    }
     if (dcn::simple::kQuantized<T> || partial != nullptr || sizeof(T) == 4)
     {
-        // 4-byte destinations (FP32 partial sums or output), and quantized layers' outputs: each warp
-        // stores 32 consecutive pixels of one channel, 128 bytes per instruction for 4-byte types
-        // (measured on an H200: 16-byte items of 4 pixels
-        // are no faster, and 8-pixel items stored as two 16-byte halves make the split layers about
-        // 10 us slower).
+        // 4-byte destinations (FP32 partial sums or output), and the quantized outputs that
+        // storeQuantAligned leaves: each warp stores 32 consecutive pixels of one channel, 128 bytes
+        // per instruction for 4-byte types (H200: 16-byte items of 4 pixels are no faster, and 8-pixel
+        // items stored as two 16-byte halves make the split layers about 10 us slower).
         constexpr int CSTEP = C::CONSUMERS / C::BN;
         int const px = tid % C::BN;
         int const c0 = tid / C::BN;

@@ -121,18 +121,19 @@ __device__ __forceinline__ constexpr int stagedLd()
 }
 
 /* Item (c, px) of the staged tile: VE consecutive pixels of channel c from px, read as float4s (rows
- * of LDT floats, LDT and px multiples of 4, sT 16-byte aligned), with `add` added. */
-template <class C, int VE>
-__device__ __forceinline__ void readStaged(float const* sT, int c, int px, float add, float (&v)[VE])
+ * of LDT floats, LDT and px multiples of 4, sT 16-byte aligned), with `add` added; SCALED (quantized
+ * layers): each times `mul` first, as one fused multiply-add. */
+template <class C, int VE, bool SCALED = false>
+__device__ __forceinline__ void readStaged(float const* sT, int c, int px, float add, float (&v)[VE], float mul = 1.0f)
 {
 #pragma unroll
     for (int i = 0; i < VE; i += 4)
     {
         float4 const f = *reinterpret_cast<float4 const*>(sT + c * stagedLd<C>() + px + i);
-        v[i] = f.x + add;
-        v[i + 1] = f.y + add;
-        v[i + 2] = f.z + add;
-        v[i + 3] = f.w + add;
+        float const e[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            v[i + j] = SCALED ? fmaf(e[j], mul, add) : e[j] + add;
     }
 }
 
@@ -161,18 +162,20 @@ __device__ __forceinline__ void storeItem(V* dst, float const (&v)[VE], bool vec
     }
 }
 
-/* Rows [r0, r1) of the staged tile (stageTile) of a 2-byte output whose images hold a multiple of 8
- * pixels and start 16-byte aligned (alignedStore), by thread t of NT: an item is 8 pixels of one
- * channel, one 16-byte store. With NT a multiple of the BN / 8 items of a channel, a thread's
- * items all start at the same pixel px = 8 (t % (BN / 8)) (so in one image, found once) and step
- * NT / (BN / 8) channels: one pointer step per item, ITEMS items read before they are stored. */
-template <typename T, class C, int NT, int ITEMS>
+/* Rows [r0, r1) of the staged tile (stageTile) of a 2-byte or 1-byte output whose images hold a
+ * multiple of an item's VE pixels and start 16-byte aligned (alignedStore), by thread t of NT: an
+ * item is VE = 16 / sizeof(T) pixels of one channel, one 16-byte store. With NT a multiple of the
+ * BN / VE items of a channel, a thread's items all start at the same pixel px = VE (t % (BN / VE))
+ * (so in one image, found once) and step NT / (BN / VE) channels: one pointer step per item, ITEMS
+ * items read before they are stored. QUANT (quantized layers): each sum times its scale (staged
+ * after the biases) plus bias, as storeAs computes it, divided by a.outScale for a 1-byte output. */
+template <typename T, class C, int NT, int ITEMS, bool QUANT = false>
 __device__ __forceinline__ void storeAligned(
     FusedArgs const& a, float const* sT, int t, int64_t p0, int m0, int g, T* __restrict__ out, int r0, int r1)
 {
-    constexpr int VE = 8;
+    constexpr int VE = 16 / sizeof(T);
     constexpr int GROUPS = C::BN / VE;
-    static_assert(sizeof(T) == 2 && NT % GROUPS == 0, "2-byte items, whole channel rows per pass");
+    static_assert(sizeof(T) <= 2 && NT % GROUPS == 0, "2-byte or 1-byte items, whole channel rows per pass");
     constexpr int CSTEP = NT / GROUPS;
     float const* const sBias = sT + C::BM * stagedLd<C>();
     int const rows = min(min(a.mg - m0, C::BM), r1);
@@ -191,8 +194,16 @@ __device__ __forceinline__ void storeAligned(
 #pragma unroll
         for (int u = 0; u < ITEMS; ++u)
         {
-            if (c + u * CSTEP < rows)
-                readStaged<C, VE>(sT, c + u * CSTEP, px, sBias[c + u * CSTEP], v[u]);
+            int const cu = c + u * CSTEP;
+            if (cu >= rows)
+                continue;
+            readStaged<C, VE, QUANT>(sT, cu, px, sBias[cu], v[u], QUANT ? sBias[C::BM + cu] : 1.0f);
+            if constexpr (QUANT && sizeof(T) == 1)
+            {
+#pragma unroll
+                for (int i = 0; i < VE; ++i)
+                    v[u][i] = v[u][i] / a.outScale;
+            }
         }
 #pragma unroll
         for (int u = 0; u < ITEMS; ++u)
@@ -203,12 +214,35 @@ __device__ __forceinline__ void storeAligned(
     }
 }
 
-/* Whether storeAligned takes the tile: a 2-byte output in images of a multiple of 8 pixels that
- * start 16-byte aligned. */
+/* Whether storeAligned takes the tile: a 2-byte or 1-byte output in images of a multiple of 16 /
+ * sizeof(T) pixels that start 16-byte aligned. */
 template <typename T>
 __device__ __forceinline__ bool alignedStore(FusedArgs const& a, T const* out)
 {
-    return sizeof(T) == 2 && a.howo % 8 == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+    return sizeof(T) <= 2 && a.howo % (16 / sizeof(T)) == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+}
+
+/* A quantized layer's output tile (rows [r0, r1)) through storeAligned where its type (a.outType:
+ * FP16, BF16, INT8, FP8 E4M3) and images allow, by consumer thread t; false where they do not (the
+ * caller then stores element by element). */
+template <class C>
+__device__ __forceinline__ bool storeQuantAligned(
+    FusedArgs const& a, float const* sT, int t, int64_t p0, int m0, int g, void* out, int r0, int r1)
+{
+    auto store = [&](auto* typed) {
+        if (!alignedStore(a, typed))
+            return false;
+        storeAligned<std::remove_pointer_t<decltype(typed)>, C, C::CONSUMERS, 4, true>(a, sT, t, p0, m0, g, typed, r0, r1);
+        return true;
+    };
+    switch (a.outType)
+    {
+    case kDCN_FLOAT16: return store(static_cast<__half*>(out));
+    case kDCN_BFLOAT16: return store(static_cast<__nv_bfloat16*>(out));
+    case kDCN_INT8: return store(static_cast<int8_t*>(out));
+    case kDCN_FP8E4M3: return store(static_cast<__nv_fp8_e4m3*>(out));
+    default: return false; // FP32
+    }
 }
 
 /* L2 hints for the first sampling plan of a block on the engine path (no prep pass: the plan's
