@@ -28,8 +28,9 @@ CASES = (
     Case("s_c128_cout160", 1, 128, 6, 5, 160, (3, 3), padding=(1, 1), bias=False, off_scale=2.0),
     # 64 channels: two kernel points per chunk, the last chunk's second half empty
     Case("s_c64_pairs", 1, 64, 7, 9, 40, (3, 3), (1, 2), (2, 1), off_scale=3.0),
-    # two images of 16 pixels: the 16-byte output items (FP16 and 8-bit) across an image boundary
-    Case("s_c128_b2_items", 2, 128, 4, 4, 64, (3, 3), padding=(1, 1), off_scale=2.0),
+    # two images of 16 pixels: the 16-byte output items (FP16 and 8-bit) across an image boundary;
+    # masks in [-1, 1]: INT8's fixed-point and FP16 samples in one tile
+    Case("s_c128_b2_items", 2, 128, 4, 4, 64, (3, 3), padding=(1, 1), off_scale=2.0, mask_lo=-1.0),
 )
 
 

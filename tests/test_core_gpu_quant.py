@@ -5,7 +5,8 @@ result (tests/support/core_quant.py says why and derives the bounds):
 
 * the Q/DQ graph's math (samples not rounded): every element within ``core_quant.allowed``
   (the checks are ``core_quant.check_float_output`` and ``check_quantized_output``);
-* the core's own math (FP16 interpolation and sample rounding emulated in float64): at least 99% of
+* the core's own math (INT8's fixed-point or FP16 interpolation and the sample rounding emulated in
+  float64): at least 99% of
   the elements within the FP32 arithmetic's bound, FP8 plus a share of the tensor cores' sums (the
   rest hold samples whose FP32 corner weights round to a neighbouring FP16 value);
 * the unquantized float64 layer: relative L2 error below 0.1 (quantization noise; reported).
@@ -28,8 +29,8 @@ QUANT_CASES: list[Case] = [
     Case("q_c256_g2_dg2", 1, 256, 12, 10, 256, (3, 3), padding=(1, 1), group=2, dg=2, off_scale=2.0),
     # more than 128 output channels per group: the 256-row tile
     Case("q_c128_cout320", 1, 128, 20, 24, 320, (3, 3), padding=(1, 1), off_scale=1.5),
-    # far offsets, stride 2, no bias
-    Case("q_c128_far", 2, 128, 9, 11, 96, (3, 3), (2, 2), (1, 1), bias=False, off_scale=8.0),
+    # far offsets, stride 2, no bias; masks in [-1, 1]: INT8 samples in FP16 where a weight is negative
+    Case("q_c128_far", 2, 128, 9, 11, 96, (3, 3), (2, 2), (1, 1), bias=False, off_scale=8.0, mask_lo=-1.0),
     # 64 channels per group and per deformable group: the 8-bit tiles with two kernel points per
     # chunk (kernel 3x3: the last chunk's second half empty; 2x2 in 2 groups; 5x5 for 3 K splits)
     Case("q_c64_pairs", 2, 64, 13, 11, 96, (3, 3), (2, 1), (1, 2), (2, 1), off_scale=2.0),

@@ -30,8 +30,8 @@ from dcnconvert.model.quantized import QUANT_MAX
 
 #: The largest error of one sample against the Q/DQ graph's, in units of ``x_scale``, for masks in
 #: [0, 1]: the kernels' FP16 interpolation (at most 5 * 2**-11 of the largest sample,
-#: plugin_src/core/dcnParams.h) and the rounding to the type (INT8 half a unit; FP8 half the ulp of
-#: 256..448).
+#: plugin_src/core/dcnParams.h; INT8's fixed-point weights, at most 2**-15 of it, stay within that)
+#: and the rounding to the type (INT8 half a unit; FP8 half the ulp of 256..448).
 _INTERP = 5.0 * 2.0**-11  # of the largest sample magnitude
 SAMPLE_STEP: dict[str, float] = {
     "int8": 0.5 + _INTERP * 128.0,

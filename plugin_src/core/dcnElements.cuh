@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <stdint.h>
+#include <type_traits>
 
 namespace dcn
 {
@@ -144,14 +145,56 @@ __device__ __forceinline__ uint32_t bytesOfHalfPairs(__half2 const (&h)[2], __nv
     return a | (b << 16);
 }
 
-/* The modulated sample of a quantized layer (dcnParams.h): the corner weights (mask times row
- * weight times column weight, in FP32, corners outside the plane 0) rounded to FP16, the corner
+/* INT8 samples in fixed point (dcnParams.h): where the four FP32 corner weights are at least 0 and
+ * sum to at most kFixedSumMax (masks in [0, 1]), each becomes the unsigned 16-bit weight
+ * min(round(65536 w), 65535), and the sample of corner bytes x_q is floor((sum w16 x_q + 32768) /
+ * 65536): integer sums, exact, rounded half up, always within [-128, 127] (the weights sum to at most
+ * about 65543). Other weights keep the FP16 sample (quantSample). kFixedOff marks those in a plan
+ * entry: two weights of 65535 never come from weights of sum at most kFixedSumMax. */
+constexpr float kFixedSumMax = 1.0001f;
+constexpr uint32_t kFixedOff = 0xFFFFFFFFu;
+
+/* The 16-bit weights of corner weights w (w00, w01, w10, w11) as (w00 | w01 << 16, w10 | w11 << 16),
+ * or kFixedOff twice where they are not all at least 0 or sum to more than kFixedSumMax. */
+__device__ __forceinline__ uint2 fixedWeights(float4 w)
+{
+    if (!(w.x >= 0.0f && w.y >= 0.0f && w.z >= 0.0f && w.w >= 0.0f && ((w.x + w.y) + w.z) + w.w <= kFixedSumMax))
+        return make_uint2(kFixedOff, kFixedOff);
+    auto q = [](float v) { return min(__float2uint_rn(v * 65536.0f), 65535u); };
+    return make_uint2(q(w.x) | (q(w.y) << 16), q(w.z) | (q(w.w) << 16));
+}
+
+/* sum w16 x_q + 32768 of one channel, its corners' bytes in `corners` (top left in byte 0, top
+ * right, bottom left, bottom right): the sample is byte 2 (two's complement). */
+__device__ __forceinline__ int32_t fixedSum(uint2 w, uint32_t corners)
+{
+    int32_t s;
+    asm("dp2a.lo.u32.s32 %0, %1, %2, %3;" : "=r"(s) : "r"(w.x), "r"(corners), "r"(32768));
+    asm("dp2a.hi.u32.s32 %0, %1, %2, %0;" : "+r"(s) : "r"(w.y), "r"(corners));
+    return s;
+}
+
+/* The modulated sample of a quantized layer (dcnParams.h) from the corner weights wt (mask times
+ * row weight times column weight, in FP32, corners outside the plane 0) and values v: INT8 in fixed
+ * point where fixedWeights takes the weights; else (and FP8) the weights rounded to FP16, the corner
  * values (exact in FP16) summed as one product and three fused multiply-adds in FP16, in corner
  * order (top left, top right, bottom left, bottom right), then rounded to T. The fused kernels'
- * producers compute exactly this in pairs (dcnFusedNhwcParts.cuh, interpPackedQuant). */
+ * producers compute exactly this (dcnFusedNhwcParts.cuh, interpFixed and interpPackedQuant). */
 template <typename T>
 __device__ __forceinline__ float quantSample(float const (&wt)[4], float const (&v)[4])
 {
+    if constexpr (std::is_same<T, int8_t>::value)
+    {
+        uint2 const w = fixedWeights(make_float4(wt[0], wt[1], wt[2], wt[3]));
+        if (w.x != kFixedOff)
+        {
+            uint32_t corners = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                corners |= (static_cast<uint32_t>(static_cast<int32_t>(v[i])) & 0xFFu) << (8 * i);
+            return static_cast<float>(static_cast<int8_t>(static_cast<uint32_t>(fixedSum(w, corners)) >> 16));
+        }
+    }
     __half s = __hmul(__float2half_rn(wt[0]), __float2half_rn(v[0]));
 #pragma unroll
     for (int i = 1; i < 4; ++i)

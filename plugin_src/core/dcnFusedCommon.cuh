@@ -160,11 +160,12 @@ __device__ __forceinline__ void planCell(FusedArgs const& a, int kp, uint32_t n,
 /* Builds the plan of deformable group dg into slot `slot` (producer threads only): entry
  * (kp, pixel) of every kernel point and pixel of the tile, see planCell. PACK16 (FP16 and the 8-bit
  * types): the four corner weights are stored rounded to FP16, as two pairs (w00, w01), (w10, w11) in
- * the first 8 bytes of the entry, for the packed interpolation of dcnFusedNhwc.cuh. Each thread loads the
+ * the first 8 bytes of the entry, for the packed interpolation of dcnFusedNhwc.cuh; FIXED16 (INT8)
+ * adds their 16-bit fixed-point form (fixedWeights, dcnElements.cuh) in the last 8. Each thread loads the
  * offsets and masks of kPlanBatch entries before it computes any of them: the plan is on the
  * critical path of every block (the first gathers wait for it), and one entry after another costs
  * a round trip to memory per entry (NTile::PLAN_BATCH says where more than one is used). */
-template <typename T, class C, bool NHWC = false, bool PACK16 = false, int kPlanBatch = 1>
+template <typename T, class C, bool NHWC = false, bool PACK16 = false, int kPlanBatch = 1, bool FIXED16 = false>
 __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restrict__ offset,
     T const* __restrict__ mask, int64_t p0, int dg, int slot, float4* planW, int64_t* planI, int ptid)
 {
@@ -219,11 +220,11 @@ __device__ __forceinline__ void buildPlan(FusedArgs const& a, T const* __restric
                 bits.x = *reinterpret_cast<uint32_t const*>(&top);
                 bits.y = *reinterpret_cast<uint32_t const*>(&bottom);
                 *reinterpret_cast<uint2*>(planW + at) = bits;
+                if constexpr (FIXED16)
+                    reinterpret_cast<uint2*>(planW + at)[1] = dcn::simple::fixedWeights(wv);
             }
             else
-            {
                 planW[at] = wv;
-            }
             planI[at] = idx;
         }
     }

@@ -2,16 +2,14 @@
  * dcnconvert: the block of the channel-vectorised fused DCNv2 kernel (sm_80+), the fast path of the
  * core; its entry and launch are in dcnFusedLaunchTile.cuh.
  *
- * x comes NHWC (xh[n][y][x][c]) and the weights in the matching K order,
- * wp[m][k'] with k' = (cb * kh*kw + kp) * BK + ci for input channel c = cb * BK + ci of the group
- * (the prep kernel writes both into the workspace unless the engine path gives them). A K chunk is
- * BK (32, 64; 8-bit: 128) consecutive channels at one kernel point in one deformable group; a
- * quantized layer of 64 channels per group puts two kernel points in a chunk (FusedArgs::kpPair).
- * A producer task is one 16-byte vector of one pixel: one plan lookup, four 16-byte corner loads,
- * the bilinear sums (dcnFusedNhwcParts.cuh) and one 16-byte store into the B tile; the consumers
- * multiply with mma.sync from padded stages, or on sm_90 with wgmma from swizzled stages whose
- * weight tiles the tensor memory accelerator loads (dcnFusedTma.cuh, dcnFusedWgmma.cuh,
- * dcnFusedNhwcConsumers.cuh).
+ * x comes NHWC (xh[n][y][x][c]) and the weights in the matching K order, wp[m][k'] with k' = (cb *
+ * kh*kw + kp) * BK + ci for input channel c = cb * BK + ci of the group (the prep kernel writes both
+ * into the workspace unless the engine path gives them). A K chunk is BK (32, 64; 8-bit: 128)
+ * channels at one kernel point in one deformable group (quantized layers of 64 channels per group:
+ * two kernel points, FusedArgs::kpPair). A producer task is one 16-byte vector of one pixel: a plan
+ * lookup, four 16-byte corner loads, the bilinear sums (taskSums, dcnFusedNhwcParts.cuh) and a
+ * 16-byte store into the B tile; the consumers multiply with mma.sync from padded stages, or on sm_90
+ * with wgmma from swizzled stages whose weight tiles TMA loads (dcnFusedNhwcConsumers.cuh).
  */
 #ifndef DCN_FUSED_NHWC_CUH
 #define DCN_FUSED_NHWC_CUH
@@ -44,6 +42,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     // ptxas rebuilding the window's address before every plan read and hand-over. FP32 keeps generic
     // pointers and the barriers behind the plan (its 3xTF32 producers spill with the 32-bit form).
     constexpr bool PLAN32 = sizeof(T) <= 2;
+    constexpr bool FIXED = std::is_same<T, int8_t>::value; // INT8: fixed-point weights in the plan
     uint32_t const rawAddr = smemAddr(smemRaw);
     uint32_t const pad = C::TMA_A ? (1024u - (rawAddr & 1023u)) & 1023u : 0u;
     unsigned char* const smem = smemRaw + pad;
@@ -181,8 +180,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         {
             uint4 v[C::PXU][4];
             uint4 av[C::REG_A ? AIT : 1]; // weight vectors (register path only)
-            uint2 w[C::PACK16 ? C::PXU : 1]; // PACK16: the corner weights, two T pairs
-            int e0; // FP32 sums: plan entry of this chunk's kernel point, pixel 0 (weights read late)
+            uint2 w[C::PACK16 ? C::PXU : 1]; // PACK16: the corner weights, two T pairs (FIXED: fixed point)
+            int e0; // plan entry of this chunk's kernel point, pixel 0 (FP32, INT8 in FP16: weights read late)
         };
         // The sampling plan of the next chunk's deformable group (built when that group changes).
         auto ensurePlan = [&]() {
@@ -194,7 +193,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     slot = planned < 0 ? dg % a.planSlots : (slot + 1 == a.planSlots ? 0 : slot + 1);
                     barSync(kBarProducers, C::PRODUCERS); // nobody still reads the slot replaced
-                    buildPlan<TF, C, true, C::PACK16, C::PLAN_BATCH>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
+                    buildPlan<TF, C, true, C::PACK16, C::PLAN_BATCH, FIXED>(a, offset, mask, p0, dg, slot, planW, planI, ptid);
                     planned = dg;
                     slotBase = slot * a.kk * C::BN;
                     barSync(kBarProducers, C::PRODUCERS);
@@ -228,7 +227,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 R.v[u][2] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride));
                 R.v[u][3] = __ldg(reinterpret_cast<uint4 const*>(q + rowStride + colStride));
                 if constexpr (C::PACK16)
-                    R.w[u] = ldShared8(pwLane + static_cast<uint32_t>(e0 * 16 + j * PIX_STEP * 16));
+                    R.w[u] = ldShared8(pwLane + static_cast<uint32_t>(e0 * 16 + j * PIX_STEP * 16 + (FIXED ? 8 : 0)));
             }
             R.e0 = e0;
             if (h + 1 < C::SUB)
@@ -300,19 +299,10 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             for (int u = 0; u < C::PXU; ++u)
             {
                 int const j = h * C::PXU + u;
-                uint4 res;
-                if constexpr (C::PACK16 && dcn::simple::kQuantized<T>)
-                {
-                    res = interpPackedQuant<T>(R.w[u], R.v[u]);
-                    if (kp2 && 2 * (kc0 + kc) + kpOff >= a.kk) // past the last kernel point: zeros
-                        res = make_uint4(0u, 0u, 0u, 0u);
-                }
-                else if constexpr (C::PACK16)
-                    res = interpPacked<T>(R.w[u], R.v[u]);
-                else if constexpr (PLAN32)
-                    res = interpFloat<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
-                else
-                    res = interpFloat<T>(planW[R.e0 + bPix[j]], R.v[u]);
+                uint4 res = taskSums<T, C, PLAN32>(R.w[u], R.v[u],
+                    pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16), planW + R.e0 + bPix[j]);
+                if (kp2 && 2 * (kc0 + kc) + kpOff >= a.kk) // past the last kernel point: zeros
+                    res = make_uint4(0u, 0u, 0u, 0u);
                 if constexpr (C::WG && sizeof(T) == 4 && C::SPLIT == 2)
                 {
                     uint4 small;

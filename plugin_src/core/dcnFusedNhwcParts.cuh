@@ -81,7 +81,8 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
     return res;
 }
 
-/* Bilinear sum of one task of 16 quantized channels (INT8, FP8 E4M3) in FP16 pairs, rounded to T:
+/* Bilinear sum of one task of 16 quantized channels (FP8 E4M3; INT8 where interpFixed does not take
+ * it) in FP16 pairs, rounded to T:
  * the corners become FP16 pairs (exact: dcnElements.cuh, halfPairs), the corner weights come
  * rounded to FP16 from the plan, and each pair takes one product and three fused multiply-adds, as
  * the FP16 layers' tasks do (interpPacked) and in the order the simple kernel uses (quantSample). */
@@ -112,6 +113,56 @@ __device__ __forceinline__ uint4 interpPackedQuant(uint2 w, uint4 const (&v)[4])
         o[i] = bytesOfHalfPairs(sv, tag);
     }
     return res;
+}
+
+/* Bilinear sums of one INT8 task of 16 channels in fixed point from the plan entry's 16-bit weights
+ * fw (fixedWeights, not kFixedOff; dcnElements.cuh, fixedSum): per 4 channels a 4x4 byte transpose
+ * puts each channel's corners in one word. */
+__device__ __forceinline__ uint4 interpFixed(uint2 fw, uint4 const (&v)[4])
+{
+    uint32_t const* const c00 = reinterpret_cast<uint32_t const*>(&v[0]);
+    uint32_t const* const c01 = reinterpret_cast<uint32_t const*>(&v[1]);
+    uint32_t const* const c10 = reinterpret_cast<uint32_t const*>(&v[2]);
+    uint32_t const* const c11 = reinterpret_cast<uint32_t const*>(&v[3]);
+    uint4 res;
+    uint32_t* const o = reinterpret_cast<uint32_t*>(&res);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+    {
+        uint32_t const top01 = __byte_perm(c00[i], c01[i], 0x5140u); // channels 0, 1: (c00, c01) each
+        uint32_t const top23 = __byte_perm(c00[i], c01[i], 0x7362u);
+        uint32_t const bot01 = __byte_perm(c10[i], c11[i], 0x5140u);
+        uint32_t const bot23 = __byte_perm(c10[i], c11[i], 0x7362u);
+        int32_t const s0 = dcn::simple::fixedSum(fw, __byte_perm(top01, bot01, 0x5410u));
+        int32_t const s1 = dcn::simple::fixedSum(fw, __byte_perm(top01, bot01, 0x7632u));
+        int32_t const s2 = dcn::simple::fixedSum(fw, __byte_perm(top23, bot23, 0x5410u));
+        int32_t const s3 = dcn::simple::fixedSum(fw, __byte_perm(top23, bot23, 0x7632u));
+        o[i] = __byte_perm(__byte_perm(s0, s1, 0x0062u), __byte_perm(s2, s3, 0x0062u), 0x5410u);
+    }
+    return res;
+}
+
+/* The bilinear sums of one producer task (nhwcBlock's finish): w, the weights read with its corners
+ * (PACK16; INT8: the fixed-point ones); entry, the shared-memory address of its plan entry (PLAN32);
+ * at, the entry (FP32 tiles of generic plan pointers). INT8 reads the entry's FP16 pairs only where
+ * it has no fixed-point weights. */
+template <typename T, class C, bool PLAN32>
+__device__ __forceinline__ uint4 taskSums(uint2 w, uint4 const (&v)[4], uint32_t entry, float4 const* at)
+{
+    if constexpr (std::is_same<T, int8_t>::value)
+    {
+        if (w.x != dcn::simple::kFixedOff)
+            return interpFixed(w, v);
+        return interpPackedQuant<T>(ldShared8(entry), v);
+    }
+    else if constexpr (dcn::simple::kQuantized<T>)
+        return interpPackedQuant<T>(w, v);
+    else if constexpr (C::PACK16)
+        return interpPacked<T>(w, v);
+    else if constexpr (PLAN32)
+        return interpFloat<T>(ldSharedF4(entry), v);
+    else
+        return interpFloat<T>(*at, v);
 }
 
 template <class C>

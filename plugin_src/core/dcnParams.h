@@ -35,10 +35,13 @@ typedef enum DcnDataType
 
 /* Quantized layers (DcnParams.quant). x holds x_q, the weights w_q, with x = xScale * x_q and
  * w[o] = wScale[o] * w_q[o] (symmetric, per tensor for x and per output channel for the weights).
- * Each sample is interpolated in FP16 from the corners x_q (exact in FP16) with the corner weights
- * (mask times the bilinear weights, formed in FP32) rounded to FP16, one product and three fused
- * multiply-adds as the FP16 layers sample, and rounded to the quantized type (INT8: to nearest even,
- * saturated to [-128, 127]; FP8: E4M3 to nearest even, saturated to +-448) before the product; sums
+ * Each sample is formed from the corners x_q and the corner weights (mask times the bilinear
+ * weights, in FP32). INT8, where those weights are at least 0 and sum to at most 1.0001 (masks in
+ * [0, 1]): in fixed point, weights min(round(65536 w), 65535), the exact sum of their products
+ * rounded half up to an integer (always within [-128, 127]). Otherwise (and FP8): in FP16, the
+ * weights rounded to FP16, one product and three fused multiply-adds as the FP16 layers sample,
+ * rounded to the quantized type (INT8: to nearest even, saturated to [-128, 127]; FP8: E4M3 to
+ * nearest even, saturated to +-448). The product with the weights follows; sums
  * in FP32 (INT8: exact INT32; FP8: each 128-channel chunk's sum on the tensor cores, whose FP8
  * accumulation keeps fewer bits than FP32, then added in FP32), then
  *   out[o] = xScale * wScale[o] * sum + bias[o],

@@ -87,6 +87,7 @@ class Case:
     bias: bool = True
     off_scale: float = 1.0
     edge: bool = False  # offsets on a grid of halves: exact borders (y = -1, y = H - 1, ...)
+    mask_lo: float = 0.0  # masks uniform in [mask_lo, 1] (quantized cases; -1: INT8's FP16 samples too)
 
     @property
     def out_hw(self) -> tuple[int, int]:

@@ -19,7 +19,7 @@ import numpy as np
 
 from support import core
 from support.core_cases import Case, params_for, round_to
-from support.quant import QMAX, absolute_sums, dcn_quant, quantize, sample_rounding_bound
+from support.quant import QMAX, absolute_sums, core_interp, dcn_quant, quantize, sample_rounding_bound
 from support.reference import modulated_deform_conv2d
 
 #: quant_type -> (DcnParams.quant, the DcnDataType of the quantized tensors).
@@ -54,7 +54,7 @@ def make_inputs(case: Case, qtype: str, fdtype: str) -> dict:
         (np.abs(w).reshape(case.cout, -1).max(axis=1) / QMAX[qtype]).astype(np.float32).astype(np.float64)
     )
     offset = rng.standard_normal((case.n, 2 * case.dg * kk, ho, wo)) * case.off_scale
-    mask = rng.uniform(0.0, 1.0, (case.n, case.dg * kk, ho, wo))
+    mask = rng.uniform(case.mask_lo, 1.0, (case.n, case.dg * kk, ho, wo))
     bias = rng.standard_normal(case.cout) if case.bias else None
     return {
         "x": x,
@@ -172,7 +172,7 @@ def references(case: Case, qtype: str, inputs: dict, out_scale: float | None = N
     )
     return {
         "qdq": dcn_quant(*args, round_samples=False, **common),
-        "core_math": dcn_quant(*args, round_samples=True, fp16_interp=True, **common),
+        "core_math": dcn_quant(*args, round_samples=True, **core_interp(qtype), **common),
         # sum |w_q * s| per output, times the scales: the magnitude the FP8 tensor-core sums round at
         "abs": absolute_sums(*args[:6], qtype=qtype, **attrs(case)),
         "float": modulated_deform_conv2d(

@@ -18,7 +18,7 @@ import numpy as np
 
 from dcnconvert.precision.values import bf16_bits_to_float, float_to_bf16_bits
 from support import core_quant
-from support.quant import absolute_sums, dcn_quant, quantize, to_grid
+from support.quant import absolute_sums, core_interp, dcn_quant, quantize, to_grid
 
 #: Element types of the harness's files.
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "int8", "fp8e4m3")
@@ -103,7 +103,7 @@ def model_outputs(case: dict, inputs: dict) -> dict[str, np.ndarray]:
     common = {"qtype": case["quant"]["type"], **geometry(case)}
     return {
         "qdq": dcn_quant(*args, round_samples=False, **common),
-        "core_math": dcn_quant(*args, round_samples=True, fp16_interp=True, **common),
+        "core_math": dcn_quant(*args, round_samples=True, **core_interp(common["qtype"]), **common),
         "abs": absolute_sums(*args[:6], **common),
     }
 

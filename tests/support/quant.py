@@ -1,9 +1,10 @@
 """The quantized DCN's math in NumPy (float64): the one model the core, plugin and rewrite tests share.
 
 A quantized layer (plugin_src/core/dcnParams.h, ``DcnQuant``) holds ``x = x_scale * x_q`` and
-``w[o] = w_scale[o] * w_q[o]``. Its kernels interpolate each modulated sample in FP16 from the corner
-values ``x_q`` (``fp16_interp=True`` here, exactly as they round) and round it to the quantized type
-before the product (``round_samples=True``);
+``w[o] = w_scale[o] * w_q[o]``. Its kernels interpolate each modulated sample from the corner values
+``x_q``, INT8 in fixed point where the corner weights allow and otherwise in FP16 (``fp16_interp=True``
+here, exactly as they round; :func:`core_interp` gives both flags for a type) and round it to the
+quantized type before the product (``round_samples=True``);
 the Q/DQ graph it replaces feeds the dequantized ``x`` to a float convolution and rounds nothing
 there (``round_samples=False``). Both then scale the sums by ``x_scale * w_scale[o]`` and add the bias;
 a quantized output divides by ``output_scale`` and rounds once more.
@@ -53,6 +54,7 @@ def dcn_quant(
     qtype: str,
     round_samples: bool,
     fp16_interp: bool = False,
+    fixed_interp: bool = False,
     output_scale: float | None = None,
     **attrs: object,
 ) -> np.ndarray:
@@ -64,12 +66,14 @@ def dcn_quant(
         round_samples: round each modulated sample to ``qtype`` (the kernels' math) or not (the Q/DQ
             graph's).
         fp16_interp: interpolate in float16 as the kernels do (else in float64).
+        fixed_interp: with ``fp16_interp``, INT8's fixed-point samples where their weights allow.
         output_scale: quantize the output with this scale (values on the grid, not rescaled).
         attrs: stride, padding, dilation, group, deformable_group.
     """
     transform = (lambda s: to_grid(s, qtype)) if round_samples else None
     sums = modulated_deform_conv2d(
-        x_q, offset, mask, w_q, None, sample_transform=transform, fp16_interp=fp16_interp, **attrs
+        x_q, offset, mask, w_q, None, sample_transform=transform, fp16_interp=fp16_interp,
+        fixed_interp=fixed_interp, **attrs
     )
     out = sums * (float(x_scale) * np.asarray(w_scale, dtype=np.float64))[None, :, None, None]
     if bias is not None:
@@ -77,6 +81,11 @@ def dcn_quant(
     if output_scale is not None:
         out = quantize(out, output_scale, qtype)
     return out
+
+
+def core_interp(qtype: str) -> dict:
+    """The sampling flags of :func:`dcn_quant` that model the kernels for ``qtype``."""
+    return {"fp16_interp": True, "fixed_interp": qtype == "int8"}
 
 
 def absolute_sums(x_q, x_scale, offset, mask, w_q, w_scale, *, qtype: str, **attrs: object) -> np.ndarray:
@@ -94,7 +103,8 @@ def sample_rounding_bound(w_q: np.ndarray, w_scale: np.ndarray, x_scale: float, 
     (in units of ``x_scale``; ``sample_max``: the largest sample magnitude, ``max|x_q|`` times the
     largest mask value): the FP16 interpolation, at most ``5 * 2**-11 * sample_max`` (the four corner
     weights rounded to FP16, each at most 2**-11 of itself, and four FP16 roundings of partial sums
-    bounded by the sample), then the rounding to the type: half a unit for INT8; for FP8 half a unit
+    bounded by the sample; INT8's fixed-point weights move it by at most ``2**-17 * 4 * sample_max``,
+    less), then the rounding to the type: half a unit for INT8; for FP8 half a unit
     in the last place of ``sample_max``, at most 2**-4 of it. So
     ``|out - out_Q/DQ| <= x_scale * w_scale[o] * sum |w_q[o]| * r``.
     """

@@ -130,21 +130,25 @@ def _check_shapes(
     return oh, ow
 
 
-def _fp16_corner_weights(ly: np.ndarray, lx: np.ndarray, scale: np.ndarray, wp: int) -> tuple:
-    """The corner weights of the quantized kernels: ``(scale * wy) * wx`` in float32, then float16."""
+def _corner_weights32(ly, lx, scale, inside: tuple) -> list:
+    """The quantized kernels' corner weights ``(scale * wy) * wx`` in float32, in corner order (top
+    left, top right, bottom left, bottom right); ``inside``: (top row, bottom row, left column,
+    right column) in the plane, the kernels zero the weights of the others."""
     f32 = np.float32
     ly32, lx32, m32 = ly.astype(f32), lx.astype(f32), scale.astype(f32)
-    hy32, hx32 = f32(1.0) - ly32, f32(1.0) - lx32
+    top, bottom, left, right = inside
+    wy = (np.where(top, f32(1.0) - ly32, f32(0.0)), np.where(bottom, ly32, f32(0.0)))
+    wx = (np.where(left, f32(1.0) - lx32, f32(0.0)), np.where(right, lx32, f32(0.0)))
+    return [((m32 * wy[i]) * wx[j]).astype(f32) for i in (0, 1) for j in (0, 1)]
 
-    def weight(wy: np.ndarray, wx: np.ndarray) -> np.ndarray:
-        return ((m32 * wy) * wx).astype(np.float16).astype(np.float64)
 
-    return (
-        (0, weight(hy32, hx32)),
-        (1, weight(hy32, lx32)),
-        (wp, weight(ly32, hx32)),
-        (wp + 1, weight(ly32, lx32)),
-    )
+def _fixed_weights(w32: list) -> tuple[np.ndarray, list]:
+    """INT8's fixed-point weights (dcnElements.cuh, fixedWeights): where all four are at least 0 and
+    their float32 sum at most 1.0001, ``min(round(65536 w), 65535)`` each (``ok`` says where)."""
+    f32 = np.float32
+    total = ((w32[0] + w32[1]) + w32[2]) + w32[3]
+    ok = (w32[0] >= 0) & (w32[1] >= 0) & (w32[2] >= 0) & (w32[3] >= 0) & (total <= f32(1.0001))
+    return ok, [np.minimum(np.rint(w.astype(np.float64) * 65536.0), 65535.0) for w in w32]
 
 
 def modulated_deform_conv2d(
@@ -161,6 +165,7 @@ def modulated_deform_conv2d(
     deformable_group: int = 1,
     sample_transform: Callable[[np.ndarray], np.ndarray] | None = None,
     fp16_interp: bool = False,
+    fixed_interp: bool = False,
 ) -> np.ndarray:
     """Modulated deformable 2-D convolution in float64 (the plugin's exact semantics).
 
@@ -181,6 +186,9 @@ def modulated_deform_conv2d(
         fp16_interp: interpolate as the quantized kernels do (plugin_src/core/dcnParams.h): corner
             weights formed in float32 (mask times row weight times column weight) and rounded to
             float16, the sum of the four products rounded to float16 after each step, in corner order.
+        fixed_interp: with ``fp16_interp``, INT8's samples: in fixed point where the float32 weights
+            allow (16-bit weights, an exact sum rounded half up; dcnElements.cuh, quantSample), else
+            as ``fp16_interp``.
 
     Returns:
         float64 array ``(N, OC, oh, ow)``.
@@ -244,13 +252,21 @@ def modulated_deform_conv2d(
         sampled = np.zeros((n, dg, c // dg, p_count), dtype=np.float64)
         corners = ((0, hy * hx), (1, hy * lx), (wp, ly * hx), (wp + 1, ly * lx))
         if fp16_interp:
-            corners = _fp16_corner_weights(ly, lx, scale, wp)
-        for corner, weight_c in corners:
+            inside = (y0 >= 0, y0 + 1 < h, x0 >= 0, x0 + 1 < w)
+            w32 = _corner_weights32(ly, lx, scale, inside)
+            w16s = [wc.astype(np.float16).astype(np.float64) for wc in w32]
+            corners = tuple((off, w16s[i]) for i, (off, _) in enumerate(corners))
+            fixed_ok, w16 = _fixed_weights(w32)
+            fixed_sum = np.full(sampled.shape, 32768.0)
+        for ci, (corner, weight_c) in enumerate(corners):
             vals = np.take_along_axis(xpad, (idx + corner)[:, :, None, :], axis=3)
             if fp16_interp:  # each product exact in float64, each partial sum rounded to float16
                 sampled = (sampled + vals * weight_c[:, :, None, :]).astype(np.float16).astype(np.float64)
+                fixed_sum += vals * w16[ci][:, :, None, :]  # integers below 2**25: exact
             else:
                 sampled += vals * (weight_c * scale)[:, :, None, :]
+        if fixed_interp:
+            sampled = np.where(fixed_ok[:, :, None, :], np.floor(fixed_sum / 65536.0), sampled)
         if sample_transform is not None:
             sampled = sample_transform(sampled)
         cols = sampled.reshape(n, group, cpg, p_count)
