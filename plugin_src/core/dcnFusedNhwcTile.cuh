@@ -78,8 +78,9 @@ struct NTile
     static constexpr int NT = WTN / 8;
     // FP16 interpolates in __half2 pairs (HFMA2): 8 channels in 16 instructions instead of 68
     // (conversions, FP32 FMAs, packing). BF16 keeps FP32 sums: summed in BF16 pairs, its error
-    // reaches the im2col baseline's (5.1e-3 measured on an H200). The 8-bit types interpolate in
-    // FP16 pairs too (dcnParams.h): in FP32 their producers took 1.3-2.6x as long as FP16's.
+    // reaches the im2col baseline's (5.1e-3 measured on an H200). The 8-bit types take the packed
+    // plan entries too: FP8 interpolates in FP16 pairs, INT8 in fixed point where the entry allows
+    // (dcnParams.h); in FP32 their producers took 1.3-2.6x as long as FP16's.
     static constexpr bool PACK16 = std::is_same<T, __half>::value || dcn::simple::kQuantized<T>;
     static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
     static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
