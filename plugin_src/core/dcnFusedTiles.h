@@ -105,6 +105,7 @@ enum TileId : int
     kWg256x64P16Pair,   // BF16, groups of more than 256 output channels: two channel tiles share their samples
     kWg128x64Q8,        // INT8 and FP8 (quantized layers): 128-channel chunks
     kWg256x64Q8,        // the same for groups of more than 128 output channels
+    kWg128x128Q8,       // the same, 128 pixels wide (where FP16 takes wg-128x128-p16)
     kTileCount
 };
 
@@ -137,6 +138,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.0f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
     {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f},
     {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f},
+    {128, 128, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 40.0f, 1, false, 0.70f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
