@@ -123,7 +123,7 @@ def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
     picks, _ = fused_reach.reach(lib, problems=20000, seed=7)
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3")
     assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in precisions}
-    assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8"}, picks["int8"]
+    assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8"}, picks["int8"]
     infos = core_fused.tile_infos(lib)
     unbuilt = [(t.name, d) for t in infos for d in ("float32", "float16", "bfloat16") if not t.takes(d)]
     assert ("wg-128x128", "float16") in unbuilt and ("async-128x64", "float32") in unbuilt
@@ -344,7 +344,9 @@ def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
     # per 128-channel chunk
     assert rows["r50-c4"][4:] == ["wg-256x64-q8/s2"] * 2
     assert rows["bev-c4"][4:] == ["wg-256x64-q8+16/s8"] * 2
-    assert rows["dla-ida2-node"][4:] == ["wg-128x64-q8"] * 2
+    # 128 output channels and many pixels: the 128-pixel tile, where FP16 takes wg-128x128-p16
+    assert rows["r50-c3"][4:] == ["wg-128x128-q8"] * 2 and rows["r50-c3"][2] == "wg-128x128-p16"
+    assert rows["dla-ida2-node"][4:] == ["wg-128x128-q8"] * 2
 
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
@@ -405,7 +407,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     # Quantized layers (INT8, FP8): the 128-channel-chunk warpgroup tiles where channels per group
     # and per deformable group divide by 128, or a group holds exactly 64 channels within one
     # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
-    q8 = {name["wg-128x64-q8"], name["wg-256x64-q8"]}
+    q8 = {name["wg-128x64-q8"], name["wg-256x64-q8"], name["wg-128x128-q8"]}
     for quant in (1, 2):
         layers = (
             (256, 256, 1, 1, q8),

@@ -58,9 +58,8 @@ std::vector<Case> quantCases()
     // 128 channels per group and per deformable group, or 64 per group within one deformable group
     // (two kernel points per chunk): on compute capability 9.x with sm_90a code AUTO runs the 8-bit
     // warpgroup tiles (dcnFusedChoice.cu: a quantized layer has no other channel-vectorised tile, and
-    // needs an input of at least 2 x 2): wg-128x64-q8, and wg-256x64-q8 for `wide` (384 output
-    // channels, 3200 pixels: the cost estimate's choice on 114 or 132 SMs); elsewhere, and for the
-    // other channel counts, the simple kernel.
+    // needs an input of at least 2 x 2; `wide`, 384 output channels and 3200 pixels, may take the
+    // 256-row one); elsewhere, and for the other channel counts, the simple kernel.
     Problem nonSquare; // non-square stride, padding and dilation
     nonSquare.n = 2;
     nonSquare.c = 128;
