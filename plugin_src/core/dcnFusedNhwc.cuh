@@ -7,7 +7,7 @@
  * into the workspace unless the engine path gives them). A K chunk is BK (32, 64; 8-bit: 128)
  * channels at one kernel point in one deformable group (quantized layers of 64 channels per group:
  * two kernel points, FusedArgs::kpPair). A producer task is one 16-byte vector of one pixel: a plan
- * lookup, four 16-byte corner loads, the bilinear sums (taskSums, dcnFusedNhwcParts.cuh) and a
+ * lookup, four 16-byte corner loads, the bilinear sums (dcnFusedNhwcParts.cuh) and a
  * 16-byte store into the B tile; the consumers multiply with mma.sync from padded stages, or on sm_90
  * with wgmma from swizzled stages whose weight tiles TMA loads (dcnFusedNhwcConsumers.cuh).
  */
@@ -299,10 +299,19 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             for (int u = 0; u < C::PXU; ++u)
             {
                 int const j = h * C::PXU + u;
-                uint4 res = taskSums<T, C, PLAN32>(R.w[u], R.v[u],
-                    pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16), planW + R.e0 + bPix[j]);
-                if (kp2 && 2 * (kc0 + kc) + kpOff >= a.kk) // past the last kernel point: zeros
-                    res = make_uint4(0u, 0u, 0u, 0u);
+                uint4 res;
+                if constexpr (C::PACK16 && dcn::simple::kQuantized<T>)
+                {
+                    res = quantTaskSums<T>(R.w[u], R.v[u], pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16));
+                    if (kp2 && 2 * (kc0 + kc) + kpOff >= a.kk) // past the last kernel point: zeros
+                        res = make_uint4(0u, 0u, 0u, 0u);
+                }
+                else if constexpr (C::PACK16)
+                    res = interpPacked<T>(R.w[u], R.v[u]);
+                else if constexpr (PLAN32)
+                    res = interpFloat<T>(ldSharedF4(pwLane + static_cast<uint32_t>(R.e0 * 16 + j * PIX_STEP * 16)), R.v[u]);
+                else
+                    res = interpFloat<T>(planW[R.e0 + bPix[j]], R.v[u]);
                 if constexpr (C::WG && sizeof(T) == 4 && C::SPLIT == 2)
                 {
                     uint4 small;

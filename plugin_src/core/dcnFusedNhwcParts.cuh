@@ -142,12 +142,11 @@ __device__ __forceinline__ uint4 interpFixed(uint2 fw, uint4 const (&v)[4])
     return res;
 }
 
-/* The bilinear sums of one producer task (nhwcBlock's finish): w, the weights read with its corners
- * (PACK16; INT8: the fixed-point ones); entry, the shared-memory address of its plan entry (PLAN32);
- * at, the entry (FP32 tiles of generic plan pointers). INT8 reads the entry's FP16 pairs only where
- * it has no fixed-point weights. */
-template <typename T, class C, bool PLAN32>
-__device__ __forceinline__ uint4 taskSums(uint2 w, uint4 const (&v)[4], uint32_t entry, float4 const* at)
+/* The bilinear sums of one quantized producer task (nhwcBlock's finish): w, the weights read with
+ * its corners (INT8: the fixed-point ones); entry, the shared-memory address of its plan entry,
+ * whose FP16 pairs INT8 reads only where it has no fixed-point weights. */
+template <typename T>
+__device__ __forceinline__ uint4 quantTaskSums(uint2 w, uint4 const (&v)[4], uint32_t entry)
 {
     if constexpr (std::is_same<T, int8_t>::value)
     {
@@ -155,14 +154,8 @@ __device__ __forceinline__ uint4 taskSums(uint2 w, uint4 const (&v)[4], uint32_t
             return interpFixed(w, v);
         return interpPackedQuant<T>(ldShared8(entry), v);
     }
-    else if constexpr (dcn::simple::kQuantized<T>)
-        return interpPackedQuant<T>(w, v);
-    else if constexpr (C::PACK16)
-        return interpPacked<T>(w, v);
-    else if constexpr (PLAN32)
-        return interpFloat<T>(ldSharedF4(entry), v);
     else
-        return interpFloat<T>(*at, v);
+        return interpPackedQuant<T>(w, v);
 }
 
 template <class C>
