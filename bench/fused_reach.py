@@ -6,7 +6,7 @@ split tail) what AUTO runs on each device profile, and prints, per precision, ho
 was picked per device class (8.x, 9.x, 10+) and the tiles the library builds for that precision
 (``dcnFusedTileInfo``) that it never picked: a kernel only forced runs would reach, which the
 family should not hold (``tests/test_core_build.py`` checks there is none). The profiles are (SMs,
-opt-in shared memory per block, compute capability major) of common GPUs:
+opt-in shared memory per block, compute capability as 10 x major + minor) of common GPUs:
 
     python3 bench/fused_reach.py --problems 20000 --lib build/libdcnconvert_core.so
 
@@ -34,17 +34,18 @@ from support import (
 )
 
 DEVICES = {
-    "A100": (108, 166912, 8),
-    "RTX-3090": (82, 101376, 8),
-    "L40": (142, 101376, 8),
-    "H200": (132, 232448, 9),
-    "B200": (148, 232448, 10),
-    "RTX-5090": (170, 101376, 12),
+    "A100": (108, 166912, 80),
+    "RTX-3090": (82, 101376, 86),
+    "L40": (142, 101376, 89),
+    "H200": (132, 232448, 90),
+    "B200": (148, 232448, 100),
+    "RTX-5090": (170, 101376, 120),
 }
 
 
 def device_class(cc: int) -> str:
-    return "8.x" if cc == 8 else "9.x" if cc == 9 else "10+"
+    major = cc // 10 if cc >= 20 else cc
+    return "8.x" if major == 8 else "9.x" if major == 9 else "10+"
 
 
 def random_problem(rng: random.Random, dtype: int, math: int, quant: str = ""):

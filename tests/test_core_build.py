@@ -124,6 +124,8 @@ def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3")
     assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in precisions}
     assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8"}, picks["int8"]
+    # the warp-MMA 8-bit tiles: INT8 from 8.0 on, FP8 from 8.9 on (L40), never on 8.0 or 8.6
+    assert ("async-128x64-q8", "8.x") in picks["int8"] and ("async-128x32-p8-q8", "8.x") in picks["fp8e4m3"]
     infos = core_fused.tile_infos(lib)
     unbuilt = [(t.name, d) for t in infos for d in ("float32", "float16", "bfloat16") if not t.takes(d)]
     assert ("wg-128x128", "float16") in unbuilt and ("async-128x64", "float32") in unbuilt
@@ -404,10 +406,12 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     tile, splits = core_fused.fused_choice(odd, lib=lib)
     assert tile in nchw and splits == 1, (tile, splits)  # 48 channels: not a multiple of 32
     assert core_fused.fused_choice(dla, device=(80, 65536, 7), lib=lib) is None  # sm_75: the simple kernel
-    # Quantized layers (INT8, FP8): the 128-channel-chunk warpgroup tiles where channels per group
+    # Quantized layers (INT8, FP8): the 128-channel-chunk tiles where channels per group
     # and per deformable group divide by 128, or a group holds exactly 64 channels within one
     # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
-    q8 = {name["wg-128x64-q8"], name["wg-256x64-q8"], name["wg-128x128-q8"]}
+    q8 = {t.index for t in infos if t.name.endswith("-q8")}
+    assert len(q8) == 6
+    warp_q8 = {name["async-128x64-q8"], name["async-128x32-p8-q8"]}  # mma.sync: 8.x, and sm_120's PTX
     for quant in (1, 2):
         layers = (
             (256, 256, 1, 1, q8),
@@ -436,7 +440,17 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
                 assert choice is None, (quant, cin, dg, choice)
             else:
                 assert choice is not None and choice[0] in want, (quant, cin, choice)
-            assert core_fused.fused_choice(layer, device=(108, 166912, 8), lib=lib) is None  # sm_80
+            # 8.x: the warp-MMA 8-bit tiles; FP8 from 8.9 on (A100 8.0: the simple kernel; L40 8.9)
+            a100 = core_fused.fused_choice(layer, device=(108, 166912, 8), lib=lib)
+            l40 = core_fused.fused_choice(layer, device=(142, 101376, 89), lib=lib)
+            if want is None or quant == 2:
+                assert a100 is None, (quant, cin, a100)
+            else:
+                assert a100 is not None and a100[0] in warp_q8, (quant, cin, a100)
+            if want is None:
+                assert l40 is None, (quant, cin, l40)
+            else:
+                assert l40 is not None and l40[0] in warp_q8, (quant, cin, l40)
     dla.ho = 99
     with pytest.raises(ValidationError, match="ho"):
         core_fused.fused_choice(dla, lib=lib)

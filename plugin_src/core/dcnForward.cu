@@ -213,7 +213,7 @@ DCN_CORE_EXPORT int32_t dcnFusedTileRuns(int32_t tile, int32_t ccMajor)
     return 1;
 }
 
-DCN_CORE_EXPORT DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
+DCN_CORE_EXPORT DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t cc,
     int32_t* tile, int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen)
 {
     DcnStatus const s = dcnValidate(p, msg, msgLen);
@@ -233,15 +233,15 @@ DCN_CORE_EXPORT DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int
         return kDCN_UNSUPPORTED;
     }
     return dcn::fused::chooseFor(
-        *p, sms, smemOptin, ccMajor, dcnWorkspaceSize(p), *tile, *splits, *tailTiles, *tailSplits, msg, msgLen);
+        *p, sms, smemOptin, cc, dcnWorkspaceSize(p), *tile, *splits, *tailTiles, *tailSplits, msg, msgLen);
 }
 
-DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor,
+DCN_CORE_EXPORT DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t cc,
     int32_t* tile, int32_t* splits, char* msg, size_t msgLen)
 {
     int32_t tailTiles = 0;
     int32_t tailSplits = 1;
-    return dcnFusedSplitTail(p, sms, smemOptin, ccMajor, tile, splits, &tailTiles, &tailSplits, msg, msgLen);
+    return dcnFusedSplitTail(p, sms, smemOptin, cc, tile, splits, &tailTiles, &tailSplits, msg, msgLen);
 }
 
 DCN_CORE_EXPORT size_t dcnQuantScalesOffset(DcnParams const* p)

@@ -68,16 +68,17 @@ int32_t dcnFusedTileRuns(int32_t tile, int32_t ccMajor);
 
 /* The fused tile and K split count kDCN_ALGO_AUTO runs for p (validated here) on a device with
  * `sms` multiprocessors, `smemOptin` bytes of opt-in shared memory per block and compute capability
- * major `ccMajor`, with a workspace of dcnWorkspaceSize(p) bytes. Host only (no CUDA call): for
+ * `cc`: its major alone (8 .. 12, minor 0) or 10 x major + minor (86, 89, 90, 120; FP8 layers on
+ * warp MMAs need 8.9), with a workspace of dcnWorkspaceSize(p) bytes. Host only (no CUDA call): for
  * tuning and tests. kDCN_UNSUPPORTED (msg says why) when no fused tile takes p there; AUTO then
  * runs the simple kernel. */
-DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
+DcnStatus dcnFusedChoice(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t cc, int32_t* tile,
     int32_t* splits, char* msg, size_t msgLen);
 
 /* dcnFusedChoice with the split tail: where the choice has no K split and its blocks leave the
  * last wave partial, AUTO runs the last *tailTiles pixel tiles as a second launch with K split
  * *tailSplits ways (0 and 1: no split tail). */
-DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t ccMajor, int32_t* tile,
+DcnStatus dcnFusedSplitTail(DcnParams const* p, int32_t sms, int32_t smemOptin, int32_t cc, int32_t* tile,
     int32_t* splits, int32_t* tailTiles, int32_t* tailSplits, char* msg, size_t msgLen);
 
 /* How the fused kernel adds up its K splits, for the whole process (tests and benchmarks): 0 (the

@@ -25,9 +25,10 @@ int32_t tileCount();
 size_t workspaceBytes(DcnParams const& p);
 
 /* The (tile, splits) forward would choose for p (validated) on a device with the given SM count,
- * opt-in shared memory per block and compute capability major, with `workspaceSize` bytes of
- * workspace; kDCN_UNSUPPORTED (msg says why) when no fused tile applies. No CUDA call. */
-DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t ccMajor, size_t workspaceSize,
+ * opt-in shared memory per block and compute capability cc (splitCc: the major, or 10 x major +
+ * minor), with `workspaceSize` bytes of workspace; kDCN_UNSUPPORTED (msg says why) when no fused
+ * tile applies. No CUDA call. */
+DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t cc, size_t workspaceSize,
     int32_t& tile, int32_t& splits, int32_t& tailTiles, int32_t& tailSplits, char* msg, size_t msgLen);
 
 /* Runs a fused kernel on p (already validated) with tile configuration `tile` and `splits` K

@@ -60,11 +60,33 @@ bool builtWgmmaFor(int ccMajor)
 #endif
 }
 
+bool builtFp8MmaFor(int ccMajor, int ccMinor)
+{
+#ifdef DCN_BUILT_SM89
+    constexpr bool sm89 = true;
+#else
+    constexpr bool sm89 = false;
+#endif
+#ifdef DCN_BUILT_SM90A
+    constexpr bool sm90 = true;
+#else
+    constexpr bool sm90 = false;
+#endif
+#ifdef DCN_BUILT_PTX89
+    constexpr bool ptx = true;
+#else
+    constexpr bool ptx = false;
+#endif
+    return ccMajor == 8 ? ccMinor >= 9 && sm89 : ccMajor == 9 ? sm90 || ptx : ccMajor > 9 && ptx;
+}
+
 DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
 {
     cudaError_t err = cudaGetDevice(&d.id);
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&d.ccMajor, cudaDevAttrComputeCapabilityMajor, d.id);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&d.ccMinor, cudaDevAttrComputeCapabilityMinor, d.id);
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, d.id);
     if (err == cudaSuccess)
@@ -75,6 +97,7 @@ DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)
             cudaGetErrorString(err));
         return kDCN_CUDA_ERROR;
     }
+    d.fp8Mma = builtFp8MmaFor(d.ccMajor, d.ccMinor);
     return kDCN_SUCCESS;
 }
 
@@ -259,6 +282,9 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
                    "driver with cuTensorMapEncodeTiled";
         if (kTiles[tile].wgmma && !d.wgmma)
             return "the warpgroup-MMA tiles need compute capability 9.x and sm_90a code in this build";
+        if (!kTiles[tile].wgmma && kernelType(p) == kDCN_FP8E4M3 && !d.fp8Mma)
+            return "FP8 warp MMAs need compute capability 8.9 or newer and code for it in this build (sm_89 or "
+                   "sm_90 SASS, or PTX of compute_89 or newer)";
         if (kTiles[tile].pairM && (mg + kTiles[tile].bm - 1) / kTiles[tile].bm % 2 != 0)
             return "the sample-sharing tile runs channel tiles in pairs: a group needs an even number of them";
         if (workspaceSize < workspaceBytes(p))
@@ -288,7 +314,8 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
     int const all[] = {kTma128x64K64, kAsync128x64K64, kRegs128x64K64, kTma128x64Fp32, kRegs128x64, kTma128x32K64P8,
         kRegs128x32K64, kTma128x32Fp32, kRegs128x32, kRegs64x64, kAsync128x64, kAsync128x32, kAsync256x64,
         kAsync128x32K64P8, kWg256x64TwoGroups, kWg128x128, kWg128x128P16, kWg256x64P16, kWg128x64P16, kWg128x64Tf32,
-        kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, kWg128x64Q8, kWg256x64Q8, kWg128x128Q8,
+        kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, kWg128x64Q8, kWg256x64Q8, kWg128x128Q8, kTma128x32P8Q8,
+        kAsync128x32P8Q8, kAsync128x64Q8,
         mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
@@ -329,15 +356,16 @@ DcnStatus choose(DcnParams const& p, Device const& d, size_t workspaceSize, Choi
     return kDCN_UNSUPPORTED;
 }
 
-DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t ccMajor, size_t workspaceSize,
+DcnStatus chooseFor(DcnParams const& p, int32_t sms, int32_t smemOptin, int32_t cc, size_t workspaceSize,
     int32_t& tile, int32_t& splits, int32_t& tailTiles, int32_t& tailSplits, char* msg, size_t msgLen)
 {
     Device d;
     d.sms = sms;
     d.smemOptin = smemOptin;
-    d.ccMajor = ccMajor;
-    d.tma = builtSm90For(ccMajor); // as forward() would find it with a driver that has the encoder
-    d.wgmma = builtWgmmaFor(ccMajor);
+    splitCc(cc, d.ccMajor, d.ccMinor);
+    d.tma = builtSm90For(d.ccMajor); // as forward() would find it with a driver that has the encoder
+    d.wgmma = builtWgmmaFor(d.ccMajor);
+    d.fp8Mma = builtFp8MmaFor(d.ccMajor, d.ccMinor);
     Choice c;
     DcnStatus const s = choose(p, d, workspaceSize, c, msg, msgLen);
     if (s == kDCN_SUCCESS)
@@ -359,7 +387,8 @@ char const* const kTileNames[kTileCount] = {"regs-64x64", "regs-128x32", "regs-1
     "regs-128x64-k64", "regs-128x32-k64", "async-128x64-k64", "async-128x64", "async-128x32", "async-256x64",
     "async-128x32-k64-p8", "tma-128x64-k64", "tma-128x32-k64-p8", "tma-256x64-k64", "wg-256x64-2wg", "tma-128x64-fp32",
     "tma-128x32-fp32", "wg-128x128", "wg-128x128-p16", "wg-256x64-p16", "wg-128x64-p16", "wg-128x64-tf32",
-    "wg-256x64-tf32", "wg-256x64-p16-pair", "wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8"};
+    "wg-256x64-tf32", "wg-256x64-p16-pair", "wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8", "async-128x64-q8",
+    "async-128x32-p8-q8", "tma-128x32-p8-q8"};
 
 /* Bytes kept for split-K partial sums: splits x pixels of any split count that capSplits allows at
  * p's size or at any smaller batch or plane is at most min(kDCN_MAX_SPLITS x pixels, 64 x

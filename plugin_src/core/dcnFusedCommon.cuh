@@ -295,8 +295,14 @@ __device__ __forceinline__ void chunkMma(
 {
     if constexpr (MK == MathKind::kNative)
     {
+        // 8-bit T: the same byte layout as 16-bit elements (mmaK32), addressed in 16-bit units here.
+        using E = std::conditional_t<sizeof(T) == 1, __half, T>;
+        constexpr int LDA = C::LDA * static_cast<int>(sizeof(T)) / static_cast<int>(sizeof(E));
+        constexpr int LDB = C::LDB * static_cast<int>(sizeof(T)) / static_cast<int>(sizeof(E));
+        E const* const ea = reinterpret_cast<E const*>(a_s);
+        E const* const eb = reinterpret_cast<E const*>(b_s);
 #pragma unroll
-        for (int ks = 0; ks < C::BK / 16; ++ks)
+        for (int ks = 0; ks < C::BK * static_cast<int>(sizeof(T)) / 32; ++ks)
         {
             uint32_t af[C::MT][4];
             uint32_t bf[C::NT][2];
@@ -304,17 +310,17 @@ __device__ __forceinline__ void chunkMma(
             int const aCol = C::SWZ_A ? ((ks * 2 + (lane >> 4)) ^ (lane & 7)) * 8 : ks * 16 + (lane >> 4) * 8;
 #pragma unroll
             for (int mt = 0; mt < C::MT; ++mt)
-                ldmatrixX4(af[mt], a_s + (mt * 16 + (lane & 15)) * C::LDA + aCol);
+                ldmatrixX4(af[mt], ea + (mt * 16 + (lane & 15)) * LDA + aCol);
 #pragma unroll
             for (int np = 0; np < C::NT / 2; ++np)
             {
                 uint32_t rr[4];
                 if constexpr (K_ROWS)
                     ldmatrixX4Trans(
-                        rr, b_s + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * C::LDB + np * 16 + (lane >> 4) * 8);
+                        rr, eb + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LDB + np * 16 + (lane >> 4) * 8);
                 else
                     ldmatrixX4(
-                        rr, b_s + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * C::LDB + ks * 16 + ((lane >> 3) & 1) * 8);
+                        rr, eb + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDB + ks * 16 + ((lane >> 3) & 1) * 8);
                 bf[2 * np][0] = rr[0];
                 bf[2 * np][1] = rr[1];
                 bf[2 * np + 1][0] = rr[2];
@@ -324,7 +330,12 @@ __device__ __forceinline__ void chunkMma(
             for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
                 for (int nt = 0; nt < C::NT; ++nt)
-                    mmaK16<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+                {
+                    if constexpr (sizeof(T) == 1)
+                        mmaK32<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+                    else
+                        mmaK16<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+                }
         }
     }
     else

@@ -239,19 +239,11 @@ template <TileFamily F>
 DcnStatus launchFamily(DcnParams const& p, Choice const& c, FusedArgs const& a, Device const& d, Ptrs const& q,
     cudaStream_t stream, char* msg, size_t msgLen)
 {
-    // Only the warpgroup family has 8-bit tiles (tileColumnsFit): the others build no quantized kernel.
-    if constexpr (F == TileFamily::kSm90a)
-    {
-        if (p.quant == kDCN_QUANT_INT8)
-            return launchQuantized<F, int8_t>(p, c, a, d, q, stream, msg, msgLen);
-        if (p.quant == kDCN_QUANT_FP8)
-            return launchQuantized<F, __nv_fp8_e4m3>(p, c, a, d, q, stream, msg, msgLen);
-    }
-    if (p.quant != kDCN_QUANT_NONE)
-    {
-        setMsg(msg, msgLen, "fused kernel: tile %s takes no quantized layer", kTileNames[c.tile]);
-        return kDCN_UNSUPPORTED;
-    }
+    // Every family has 8-bit tiles (the 128-channel-chunk ones); launchTile builds no other tile for them.
+    if (p.quant == kDCN_QUANT_INT8)
+        return launchQuantized<F, int8_t>(p, c, a, d, q, stream, msg, msgLen);
+    if (p.quant == kDCN_QUANT_FP8)
+        return launchQuantized<F, __nv_fp8_e4m3>(p, c, a, d, q, stream, msg, msgLen);
     switch (p.dtype)
     {
     case kDCN_FLOAT16: return launchInFamily<F, __half, MathKind::kNative>(p, c, a, d, q, stream, msg, msgLen);

@@ -1,6 +1,7 @@
 /*
  * dcnconvert core: tensor-core primitives of the fused kernel (sm_80+): fast division, warp-level
- * MMA wrappers (FP16, BF16, TF32 with FP32 accumulation), ldmatrix, named barriers.
+ * MMA wrappers (FP16, BF16, TF32 with FP32 accumulation; INT8 with INT32, FP8 E4M3 with FP32),
+ * ldmatrix, named barriers.
  * Internal to plugin_src/core; no TensorRT include.
  */
 #ifndef DCN_FUSED_MMA_CUH
@@ -8,6 +9,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -137,6 +139,52 @@ __device__ __forceinline__ void mmaK16<__nv_bfloat16>(
         "{%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+/* c += A * B for one m16n8k32 tile of 8-bit operands (quantized layers). The fragments hold the
+ * same bytes as an m16n8k16 tile of 16-bit ones (A row-major, 4 registers of 4 values; B
+ * column-major, 2 registers), so ldmatrix loads them alike. INT8 (sm_80+): c holds INT32 sums
+ * (their bits; exact for any K the layers have). FP8 E4M3 (sm_89+): the step's products go into a
+ * zeroed fragment that FP32 adds fold into c, so that the tensor cores' FP8 sums (fewer bits than
+ * FP32) never span more than one step of 32 products. Only the host's choice keeps FP8 off code
+ * built for older architectures (builtFp8MmaFor), where this traps. */
+template <typename T>
+__device__ __forceinline__ void mmaK32(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void mmaK32<int8_t>(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t* const r = reinterpret_cast<uint32_t*>(c);
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+r"(r[0]), "+r"(r[1]), "+r"(r[2]), "+r"(r[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void mmaK32<__nv_fp8_e4m3>(
+    float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    float d[4];
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %10, %10, %10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        c[q] += d[q];
+#elif defined(__CUDA_ARCH__)
+    (void)c;
+    (void)a;
+    (void)b0;
+    (void)b1;
+    __trap();
 #endif
 }
 

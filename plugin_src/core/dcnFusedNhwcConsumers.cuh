@@ -3,7 +3,7 @@
  * for every K chunk they wait until the producers filled its stage (the FULL mbarrier) and, on TMA
  * tiles, until its weight tile landed (its mbarrier),
  * multiply, and hand the stage back (EMPTY); then bias and store (or FP32 partial sums when K is
- * split). Warp MMAs (chunkMma) on every tile;
+ * split). Warp MMAs (chunkMma; 8-bit: m16n8k32) on every tile;
  * on warpgroup tiles (C::WG, sm_90a) asynchronous wgmma with one chunk in flight.
  * Internal to plugin_src/core; no TensorRT include.
  */
@@ -356,8 +356,6 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             clusterArrive();
         wgmmaWait<0>();
         eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
-        if constexpr (std::is_same<T, int8_t>::value) // INT32 sums (exact), as FP32 from here on
-            eachAcc<C>(acc, [](float& v) { v = static_cast<float>(__float_as_int(v)); });
     }
     else
     {
@@ -375,6 +373,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 mbarArrive(emptyS + 8 * s); // stage s may be refilled
         }
     }
+    if constexpr (std::is_same<T, int8_t>::value) // INT32 sums (exact), as FP32 from here on
+        eachAcc<C>(acc, [](float& v) { v = static_cast<float>(__float_as_int(v)); });
     // The stages are free once every consumer warp is past its last MMA (stageTile waits for that):
     // every chunk's sample stores and weight tiles have landed.
     // The split-K reduction, or the next call's prep kernel, may be scheduled now (both wait for

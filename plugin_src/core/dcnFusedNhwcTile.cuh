@@ -82,7 +82,7 @@ struct NTile
     // plan entries too: FP8 interpolates in FP16 pairs, INT8 in fixed point where the entry allows
     // (dcnParams.h); in FP32 their producers took 1.3-2.6x as long as FP16's.
     static constexpr bool PACK16 = std::is_same<T, __half>::value || dcn::simple::kQuantized<T>;
-    static constexpr int PAD = sizeof(T) == 4 ? 4 : 8;
+    static constexpr int PAD = rowPad(sizeof(T)); // 16 bytes
     static constexpr int LDA = TMA_A ? BK : BK + PAD; // sA [BM][LDA]
     static constexpr int LDB = SWZ_B ? BK : BK + PAD; // sB [BN][LDB] (K contiguous)
     static constexpr int VEC = 16 / sizeof(T);
@@ -124,7 +124,7 @@ struct NTile
     static_assert(WTM % 16 == 0 && WTN % 16 == 0 && CW % WARPS_M == 0, "tile shape");
     static_assert(PXT >= 1 && BN * TPP == PXT * PRODUCERS, "producer mapping");
     static_assert(STAGES >= 2, "pipeline stages");
-    static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2) || (BK == 128 && sizeof(T) == 1 && WG_), "chunk size");
+    static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2) || (BK == 128 && sizeof(T) == 1), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
     static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");

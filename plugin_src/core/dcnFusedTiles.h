@@ -64,8 +64,8 @@ struct TileShape
     // (NTile::PAIR). The groups need an even number of channel tiles.
     bool pairM = false;
     // Quantized layers (INT8 and FP8 E4M3 x and weights, DcnParams.quant): the chunk-cost column
-    // of both 8-bit types (0: not built for them). Only warpgroup tiles of 128-channel chunks (one
-    // 128-byte row per pixel and K chunk) take them.
+    // of both 8-bit types (0: not built for them). Only tiles of 128-channel chunks (one 128-byte
+    // row per pixel and K chunk) take them: warpgroup MMAs on 9.x, warp MMAs (m16n8k32) elsewhere.
     float wQ8 = 0.0f;
 };
 
@@ -106,6 +106,9 @@ enum TileId : int
     kWg128x64Q8,        // INT8 and FP8 (quantized layers): 128-channel chunks
     kWg256x64Q8,        // the same for groups of more than 128 output channels
     kWg128x128Q8,       // the same, 128 pixels wide (where FP16 takes wg-128x128-p16)
+    kAsync128x64Q8,     // 8-bit on warp MMAs (sm_80+; FP8 8.9+): 3 stages fit 99 KiB (sm_86, sm_89, sm_120)
+    kAsync128x32P8Q8,   // the same 32 pixels wide: small layers and groups of at most 64 output channels
+    kTma128x32P8Q8,     // 32 pixels wide, TMA weights (sm_90+): small layers split many ways
     kTileCount
 };
 
@@ -139,6 +142,9 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f},
     {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f},
     {128, 128, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 40.0f, 1, false, 0.70f},
+    {128, 64, 2, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.80f},
+    {128, 32, 4, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.60f},
+    {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.49f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
@@ -186,7 +192,9 @@ extern char const* const kTileNames[kTileCount];
  * costs the tiles with them (smemBytesFor): one definition for both. */
 DCN_TILE_HD constexpr int rowPad(size_t elem)
 {
-    return elem == 4 ? 4 : 8; // padded rows: conflict-free fragment loads
+    // padded rows of 16 bytes more (FP32: 4 elements, 16-bit types 8, 8-bit types 16): conflict-free
+    // ldmatrix rows, each starting 16-byte aligned
+    return static_cast<int>(16 / elem);
 }
 DCN_TILE_HD constexpr size_t stageABytes(TileShape const& t, size_t elem)
 {
@@ -232,8 +240,8 @@ constexpr bool tileColumnsFit()
         if (t.wgmma && builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE)
             && t.stages * 2 * (stageABytes(t, 4) + stageBBytes(t, 4)) > 227 * 1024)
             return false;
-        // 8-bit tiles: warpgroup MMAs on 128-byte TMA rows of 128 channels, and nothing else.
-        if (t.wQ8 > 0.0f && !(t.wgmma && t.tmaA && t.bk == 128))
+        // 8-bit tiles: 128-channel chunks (128-byte rows) on the channel-vectorised kernel, and nothing else.
+        if (t.wQ8 > 0.0f && !(t.nhwc && t.bk == 128))
             return false;
         if (t.bk == 128 && (fp32 || half))
             return false;
@@ -277,10 +285,12 @@ struct Device
 {
     int id = 0;
     int ccMajor = 0;
+    int ccMinor = 0;
     int sms = 0;
     int smemOptin = 0;
     bool tma = false;   // the TMA tiles can run: sm_90 code for this device and a tensor-map encoder
     bool wgmma = false; // the warpgroup-MMA tile can run: compute capability 9.x and sm_90a SASS
+    bool fp8Mma = false; // FP8 warp MMAs can run: builtFp8MmaFor(ccMajor, ccMinor)
 };
 
 /* Whether this build holds sm_90 code that a device of compute capability ccMajor runs (its sm_90a
@@ -288,6 +298,17 @@ struct Device
  * it holds the sm_90a SASS that the warpgroup MMAs need. */
 bool builtSm90For(int ccMajor);
 bool builtWgmmaFor(int ccMajor);
+/* Whether the code of the warp-MMA tiles (the sm_80 and sm_90 families) that a device of compute
+ * capability ccMajor.ccMinor runs holds FP8 MMAs (compiled for compute_89 or newer): 8.9 with its
+ * sm_89 SASS, 9.x with sm_90a SASS or PTX of compute_89 or newer, later ones with that PTX. */
+bool builtFp8MmaFor(int ccMajor, int ccMinor);
+/* A compute capability as the host-only API takes it: the major alone (8 .. 12: minor 0), or 10 x
+ * major + minor (86, 89, 90, 120). */
+inline void splitCc(int32_t cc, int& major, int& minor)
+{
+    major = cc >= 20 ? cc / 10 : cc;
+    minor = cc >= 20 ? cc % 10 : 0;
+}
 
 /* A tile and its K splits (splits > 1: channel-vectorised tiles only). */
 struct Choice

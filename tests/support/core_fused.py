@@ -48,7 +48,8 @@ def fused_choice(
 
     Args:
         params: the problem.
-        device: ``(SM count, opt-in shared memory bytes per block, compute capability major)``.
+        device: ``(SM count, opt-in shared memory bytes per block, compute capability)``, the
+            last as its major (8 .. 12, minor 0) or as 10 x major + minor (86, 89, 90, 120).
         lib: the loaded library (default :func:`load`).
 
     Returns:
