@@ -50,11 +50,18 @@ __device__ __forceinline__ uint32_t smemAddr(void const* p)
 }
 
 /* 16-byte asynchronous copy global -> shared (byte address) that bypasses L1 (cp.async.cg, sm_80+), its group
- * commit, and the wait until at most N of this thread's groups are still in flight. */
+ * commit, and the wait until at most N of this thread's groups are still in flight. cpAsync16Zero: the
+ * same, or with `zero` 16 zero bytes and no global read. */
 __device__ __forceinline__ void cpAsync16(uint32_t smem, void const* gmem)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+#endif
+}
+__device__ __forceinline__ void cpAsync16Zero(uint32_t smem, void const* gmem, bool zero)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem), "r"(zero ? 0 : 16) : "memory");
 #endif
 }
 
@@ -145,10 +152,10 @@ __device__ __forceinline__ void mmaK16<__nv_bfloat16>(
 /* c += A * B for one m16n8k32 tile of 8-bit operands (quantized layers). The fragments hold the
  * same bytes as an m16n8k16 tile of 16-bit ones (A row-major, 4 registers of 4 values; B
  * column-major, 2 registers), so ldmatrix loads them alike. INT8 (sm_80+): c holds INT32 sums
- * (their bits; exact for any K the layers have). FP8 E4M3 (sm_89+): the step's products go into a
- * zeroed fragment that FP32 adds fold into c, so that the tensor cores' FP8 sums (fewer bits than
- * FP32) never span more than one step of 32 products. Only the host's choice keeps FP8 off code
- * built for older architectures (builtFp8MmaFor), where this traps. */
+ * (their bits; exact for any K the layers have). FP8 E4M3 (sm_89+): FP32 c, in the tensor cores'
+ * FP8 sums (fewer bits than FP32), which the consumers start afresh every chunk as the warpgroup
+ * tiles do (dcnFusedNhwcConsumers.cuh). Only the host's choice keeps FP8 off code built for older
+ * architectures (builtFp8MmaFor), where this traps. */
 template <typename T>
 __device__ __forceinline__ void mmaK32(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1);
 
@@ -170,15 +177,11 @@ __device__ __forceinline__ void mmaK32<__nv_fp8_e4m3>(
     float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    float d[4];
     asm volatile(
         "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %10, %10, %10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-        c[q] += d[q];
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #elif defined(__CUDA_ARCH__)
     (void)c;
     (void)a;

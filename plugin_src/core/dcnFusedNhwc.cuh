@@ -277,10 +277,17 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             else if constexpr (C::ASYNC_A)
             {
                 T const* const src = wBase + static_cast<int64_t>(kc) * C::BK;
+                // kp2: the second half of a chunk past the last kernel point holds zeros, not the next
+                // row's first weights (whose 8-bit codes may be FP8 NaNs; TMA zero-fills them alike).
+                bool const pastHalf = kp2 && 2 * (kc0 + kc) + 1 >= a.kk;
 #pragma unroll
                 for (int it = 0; it < AIT; ++it)
                 {
-                    if (kAllA || ptid + it * C::PRODUCERS < C::A_VECS)
+                    if (!(kAllA || ptid + it * C::PRODUCERS < C::A_VECS))
+                        continue;
+                    if (dcn::simple::kQuantized<T>)
+                        cpAsync16Zero(aDst[it] + aStage, src + aOff[it], pastHalf && ((ptid + it * C::PRODUCERS) % VPR) * C::VEC >= 64);
+                    else
                         cpAsync16(aDst[it] + aStage, src + aOff[it]);
                 }
                 cpAsyncCommit();

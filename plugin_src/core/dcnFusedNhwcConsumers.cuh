@@ -368,7 +368,18 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 mbarWait(fullA + 8 * s, phase); // and its weight tile landed
             T const* const a_s = sA + s * (C::BM * C::LDA) + (wm * C::WTM) * C::LDA;
             T const* const b_s = sB + s * (C::BN * C::LDB) + (wn * C::WTN) * C::LDB;
-            chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);
+            if constexpr (std::is_same<T, __nv_fp8_e4m3>::value)
+            {
+                // FP8: the chunk's products (128 channels) in a fresh sum, added to acc in FP32 (as above).
+                float fresh[C::MT][C::NT][4];
+                eachAcc<C>(fresh, [](float& v) { v = 0.0f; });
+                chunkMma<T, MK, C, false>(fresh, a_s, b_s, lane, gq, tq);
+#pragma unroll
+                for (int i = 0; i < C::MT * C::NT * 4; ++i)
+                    (&acc[0][0][0])[i] += (&fresh[0][0][0])[i];
+            }
+            else
+                chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);
             if (kc + C::STAGES < nChunks)
                 mbarArrive(emptyS + 8 * s); // stage s may be refilled
         }

@@ -136,6 +136,7 @@ struct NTile
     static_assert(sizeof(T) != 1 || size_t(BM) * (BN + 4 + 2) * sizeof(float) <= STAGES * (A_BYTES + B_BYTES),
         "quantized epilogue through shared memory");
     static_assert(PXT % SUB == 0 && (SUB == 1 || !REG_A), "producer units");
+    static_assert(sizeof(T) != 1 || !REG_A, "8-bit tiles: weights by cp.async (zero-filled past the last kernel point) or TMA");
     static_assert(SPLIT == 1 || (SPLIT == 2 && WG && sizeof(T) == 4), "operands split into TF32 parts");
     static_assert(PREGS == 0 || (WG && CONSUMERS % 128 == 0 && PRODUCERS % 128 == 0 && PREGS % 8 == 0 && PREGS >= 24
                                     && CREGS >= PREGS && CREGS <= 256), "register split");

@@ -144,7 +144,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 128, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 40.0f, 1, false, 0.70f},
     {128, 64, 2, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.80f},
     {128, 32, 4, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.60f},
-    {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.49f},
+    {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 8.0f, 1, false, 0.49f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
