@@ -111,6 +111,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
         T const* const wBase = wp + static_cast<int64_t>(g) * a.mg * a.kg + static_cast<int64_t>(kc0) * C::BK;
         uint32_t aOff[AIT];
         uint32_t aDst[AIT];
+        uint32_t aZero = 0u; // 8-bit cp.async tiles: bit it set where vector it lies past mg (zero-filled)
 #pragma unroll
         for (int it = 0; it < AIT; ++it)
         {
@@ -118,6 +119,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             int const m = vi / VPR;
             int const kv = (vi - m * VPR) * C::VEC;
             int const row = min(m0 + m, a.mg - 1);
+            aZero |= m0 + m >= a.mg ? 1u << it : 0u;
             aOff[it] = static_cast<uint32_t>(row) * static_cast<uint32_t>(a.kg) + static_cast<uint32_t>(kv);
             aDst[it] = PLAN32 ? sAAddr + static_cast<uint32_t>((m * C::LDA + kv) * sizeof(T)) : smemAddr(sA + m * C::LDA + kv);
         }
@@ -277,8 +279,9 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
             else if constexpr (C::ASYNC_A)
             {
                 T const* const src = wBase + static_cast<int64_t>(kc) * C::BK;
-                // kp2: the second half of a chunk past the last kernel point holds zeros, not the next
-                // row's first weights (whose 8-bit codes may be FP8 NaNs; TMA zero-fills them alike).
+                // 8-bit: zeros for rows past mg (not copies of row mg - 1), and with kp2 for the second
+                // half of a chunk past the last kernel point (not the next row's first weights, whose
+                // codes may be FP8 NaNs); TMA zero-fills both alike.
                 bool const pastHalf = kp2 && 2 * (kc0 + kc) + 1 >= a.kk;
 #pragma unroll
                 for (int it = 0; it < AIT; ++it)
@@ -286,7 +289,8 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     if (!(kAllA || ptid + it * C::PRODUCERS < C::A_VECS))
                         continue;
                     if (dcn::simple::kQuantized<T>)
-                        cpAsync16Zero(aDst[it] + aStage, src + aOff[it], pastHalf && ((ptid + it * C::PRODUCERS) % VPR) * C::VEC >= 64);
+                        cpAsync16Zero(aDst[it] + aStage, src + aOff[it],
+                            ((aZero >> it) & 1u) != 0u || (pastHalf && ((ptid + it * C::PRODUCERS) % VPR) * C::VEC >= 64));
                     else
                         cpAsync16(aDst[it] + aStage, src + aOff[it]);
                 }

@@ -63,10 +63,12 @@ struct TileShape
     // stage, copies it into the other block's, and issues both blocks' weight tiles of that chunk
     // (NTile::PAIR). The groups need an even number of channel tiles.
     bool pairM = false;
-    // Quantized layers (INT8 and FP8 E4M3 x and weights, DcnParams.quant): the chunk-cost column
-    // of both 8-bit types (0: not built for them). Only tiles of 128-channel chunks (one 128-byte
-    // row per pixel and K chunk) take them: warpgroup MMAs on 9.x, warp MMAs (m16n8k32) elsewhere.
+    // Quantized layers (INT8 and FP8 E4M3 x and weights, DcnParams.quant): the chunk-cost columns
+    // of INT8 and of FP8 (0: not built for that type). Only tiles of 128-channel chunks (one
+    // 128-byte row per pixel and K chunk) take them: warpgroup MMAs on 9.x, warp MMAs (m16n8k32)
+    // elsewhere.
     float wQ8 = 0.0f;
+    float wFp8 = 0.0f;
 };
 
 /* The configurations, named by kernel, weight path and shape (the names of kTileNames):
@@ -108,11 +110,11 @@ enum TileId : int
     kWg128x128Q8,       // the same, 128 pixels wide (where FP16 takes wg-128x128-p16)
     kAsync128x64Q8,     // 8-bit on warp MMAs (sm_80+; FP8 8.9+): 3 stages fit 99 KiB (sm_86, sm_89, sm_120)
     kAsync128x32P8Q8,   // the same 32 pixels wide: small layers and groups of at most 64 output channels
-    kTma128x32P8Q8,     // 32 pixels wide, TMA weights (sm_90+): small layers split many ways
+    kTma128x32P8Q8,     // 32 pixels wide, TMA weights (sm_90+), INT8: small layers split many ways
     kTileCount
 };
 
-//            bm   bn  wM  cw  pw  st  nhwc  bk  async  tma    wgmma  pregs  fp16   bf16   fp32   tf32   fp32W  maxMg minMg fixed tf32B pair
+//            bm   bn  wM  cw  pw  st  nhwc  bk  async  tma    wgmma  pregs  fp16   bf16   fp32   tf32   fp32W  maxMg minMg fixed tf32B pair int8 fp8
 constexpr TileShape kTiles[kTileCount] = {
     {64, 64, 2, 4, 8, 4, true, 32, false, false, false, 0, 0.80f, 0.80f, 0.60f, 0.60f, 0.0f, 64, 0, 20.0f, 1},
     {128, 32, 4, 4, 4, 4, true, 32, false, false, false, 0, 0.82f, 0.82f, 0.60f, 0.72f, 0.45f, 0, 0, 20.0f, 1},
@@ -139,16 +141,16 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 32, false, true, true, 64, 0.0f, 0.0f, 0.40f, 0.70f, 0.0f, 0, 0, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 32, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.78f, 0.0f, 0, 128, 30.0f, 1},
     {256, 64, 4, 4, 16, 4, true, 64, false, true, true, 80, 0.0f, 0.48f, 0.0f, 0.0f, 0.0f, 0, 256, 50.0f, 1, true},
-    {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f},
-    {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f},
-    {128, 128, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 40.0f, 1, false, 0.70f},
-    {128, 64, 2, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.80f},
-    {128, 32, 4, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.60f},
-    {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 8.0f, 1, false, 0.49f},
+    {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 30.0f, 1, false, 0.59f, 0.59f},
+    {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.75f, 0.75f},
+    {128, 128, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 40.0f, 1, false, 0.70f, 0.70f},
+    {128, 64, 2, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.80f, 0.80f},
+    {128, 32, 4, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.60f, 0.80f},
+    {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 8.0f, 1, false, 0.49f, 0.0f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
- * wBf16, wQ8 (INT8, FP8E4M3), wTf32, and wFp32 in 3xTF32 (wFp32Wide only refines a non-zero wFp32). */
+ * wBf16, wQ8 (INT8), wFp8 (FP8E4M3), wTf32, and wFp32 in 3xTF32 (wFp32Wide only refines a non-zero wFp32). */
 DCN_TILE_HD constexpr bool quantizedType(int32_t dtype)
 {
     return dtype == kDCN_INT8 || dtype == kDCN_FP8E4M3;
@@ -157,7 +159,8 @@ DCN_TILE_HD constexpr float precisionWeight(TileShape const& t, int32_t dtype, i
 {
     return dtype == kDCN_FLOAT16 ? t.wFp16
         : dtype == kDCN_BFLOAT16 ? t.wBf16
-        : quantizedType(dtype)   ? t.wQ8
+        : dtype == kDCN_INT8     ? t.wQ8
+        : dtype == kDCN_FP8E4M3  ? t.wFp8
         : math == kDCN_MATH_TF32 ? t.wTf32
                                  : t.wFp32;
 }
@@ -178,7 +181,8 @@ DCN_TILE_HD constexpr int32_t kernelType(DcnParams const& p)
  * below) and what AUTO never picks (bench/fused_reach.py, docs/fused_kernel_notes.md). */
 DCN_TILE_HD constexpr bool builtFor(TileShape const& t, int32_t dtype, int32_t math)
 {
-    return quantizedType(dtype) ? t.nhwc && t.wQ8 > 0.0f : !t.nhwc || precisionWeight(t, dtype, math) > 0.0f;
+    return quantizedType(dtype) ? t.nhwc && precisionWeight(t, dtype, math) > 0.0f
+                                : !t.nhwc || precisionWeight(t, dtype, math) > 0.0f;
 }
 
 /* The names of the configurations (kTiles order), as dcnFusedTileInfo reports them. */
@@ -241,7 +245,7 @@ constexpr bool tileColumnsFit()
             && t.stages * 2 * (stageABytes(t, 4) + stageBBytes(t, 4)) > 227 * 1024)
             return false;
         // 8-bit tiles: 128-channel chunks (128-byte rows) on the channel-vectorised kernel, and nothing else.
-        if (t.wQ8 > 0.0f && !(t.nhwc && t.bk == 128))
+        if ((t.wQ8 > 0.0f || t.wFp8 > 0.0f) && !(t.nhwc && t.bk == 128))
             return false;
         if (t.bk == 128 && (fp32 || half))
             return false;
