@@ -1,4 +1,5 @@
-"""Quantized layers (INT8, FP8 E4M3) on the GPU: the simple kernel and the 8-bit warpgroup tiles.
+"""Quantized layers (INT8, FP8 E4M3) on the GPU: the simple kernel and the 8-bit tiles (warpgroup and
+warp MMAs).
 
 Every run is compared with two float64 models of tests/support/quant.py and the unquantized
 result (tests/support/core_quant.py says why and derives the bounds):
@@ -62,10 +63,15 @@ def inputs_refs(case: Case, qtype: str, fdtype: str) -> tuple[dict, dict]:
     return _REFS[key]
 
 
-def algos(lib, case: Case) -> list[int]:
+def q8_tiles(lib, qtype: str) -> list[int]:
+    """The 8-bit tiles built for ``qtype`` (tma-128x32-p8-q8 takes INT8 only)."""
+    return [t.index for t in core_fused.tile_infos(lib) if t.name.endswith("-q8") and t.takes(qtype)]
+
+
+def algos(lib, qtype: str) -> list[int]:
     out = [core.ALGO_AUTO, core.ALGO_SIMPLE]
     if device_cc() // 10 == 9:
-        out += [core.ALGO_FUSED_TILE + t.index for t in core_fused.tile_infos(lib) if t.name.endswith("-q8")]
+        out += [core.ALGO_FUSED_TILE + t for t in q8_tiles(lib, qtype)]
     return out
 
 
@@ -78,7 +84,7 @@ def test_quantized_float_output(lib, case: Case, qtype: str, fdtype: str) -> Non
 
     inputs, refs = inputs_refs(case, qtype, fdtype)
     ran = []
-    for algo in algos(lib, case):
+    for algo in algos(lib, qtype):
         for channel_last, prepared in PATHS:
             try:
                 out = core_quant.run(
@@ -126,7 +132,7 @@ def test_auto_runs_the_8bit_tiles(lib, qtype: str) -> None:
     """On compute capability 9.x AUTO chooses an 8-bit tile for the layers of 128 channels per group
     and per deformable group, and for those of 64 channels in one deformable group."""
     if device_cc() // 10 != 9:
-        pytest.skip(f"the 8-bit warpgroup tiles run on compute capability 9.x; this GPU is {device_cc()}")
+        pytest.skip(f"the choices here are those of compute capability 9.x; this GPU is {device_cc()}.")
     names = {t.index: t.name for t in core_fused.tile_infos(lib)}
     for case in QUANT_CASES[:-1]:
         inputs, _ = inputs_refs(case, qtype, "float16")
@@ -145,8 +151,8 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
     """K split 2 and 3 ways on each 8-bit tile, added up by the reduction kernel or in clusters: the
     partial sums carry the weight scales, the reduction the bias and the output type."""
     if device_cc() // 10 != 9:
-        pytest.skip(f"the 8-bit warpgroup tiles run on compute capability 9.x; this GPU is {device_cc()}")
-    tiles = [t.index for t in core_fused.tile_infos(lib) if t.name.endswith("-q8")]
+        pytest.skip(f"every 8-bit tile (the warpgroup ones: 9.x) is forced here; this GPU is {device_cc()}")
+    tiles = q8_tiles(lib, qtype)
     seed = f"(seed {core_quant.SESSION_SEED})"
     for case in (QUANT_CASES[0], QUANT_CASES[2], QUANT_CASES[6]):
         inputs, refs = inputs_refs(case, qtype, "float16")

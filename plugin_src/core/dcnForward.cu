@@ -189,7 +189,8 @@ DCN_CORE_EXPORT DcnStatus dcnFusedTileInfo(int32_t tile, DcnTileInfo* info)
     // The element types and FP32 math modes it is built for (builtFor, dcnFusedTiles.h).
     bool const tf32 = builtFor(t, kDCN_FLOAT32, kDCN_MATH_TF32);
     bool const accurate = builtFor(t, kDCN_FLOAT32, kDCN_MATH_ACCURATE);
-    r.dtypes = (builtFor(t, kDCN_INT8, kDCN_MATH_ACCURATE) ? (1 << kDCN_INT8) | (1 << kDCN_FP8E4M3) : 0)
+    r.dtypes = (builtFor(t, kDCN_INT8, kDCN_MATH_ACCURATE) ? 1 << kDCN_INT8 : 0)
+        | (builtFor(t, kDCN_FP8E4M3, kDCN_MATH_ACCURATE) ? 1 << kDCN_FP8E4M3 : 0)
         | (tf32 || accurate ? 1 << kDCN_FLOAT32 : 0)
         | (builtFor(t, kDCN_FLOAT16, kDCN_MATH_ACCURATE) ? 1 << kDCN_FLOAT16 : 0)
         | (builtFor(t, kDCN_BFLOAT16, kDCN_MATH_ACCURATE) ? 1 << kDCN_BFLOAT16 : 0);
