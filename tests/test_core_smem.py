@@ -21,8 +21,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CORE_DIR = REPO / "plugin_src" / "core"
 
-# Every channel-vectorised tile with every element type it takes (the kernel's own static checks
-# leave out FP32 with 64-channel chunks and TMA tiles whose weight rows are not 128 bytes), over
+# Every channel-vectorised tile with every element size it takes (the kernel's own static checks
+# leave out FP32 with 64-channel chunks and TMA tiles whose weight rows are not 128 bytes; 1-byte
+# elements, INT8 standing for FP8 too, go with the 128-channel chunks only), over
 # layers with one, two and four deformable groups and 1x1, 3x3, 1x3 and 5x5 kernels. Prints the
 # mismatches and their count.
 PROGRAM = r"""
@@ -36,7 +37,8 @@ static int checked = 0, failures = 0;
 template <typename T, int TILE, bool SPLIT_MATH = false> void check(DcnParams const& p)
 {
     constexpr TileShape S = kTiles[TILE];
-    if constexpr (S.nhwc && !(S.bk > 32 && sizeof(T) == 4) && !(S.tmaA && S.bk * sizeof(T) != 128))
+    if constexpr (S.nhwc && (S.bk == 128) == (sizeof(T) == 1) && !(S.bk > 32 && sizeof(T) == 4)
+        && !(S.tmaA && S.bk * sizeof(T) != 128))
     {
         // FP32 warpgroup tiles in 3xTF32 keep both operands in two parts (as launchTile builds them)
         using C = NTile<T, S.bm, S.bn, S.warpsM, S.cw, S.pw, S.stages, S.bk, S.asyncA, S.tmaA, S.wgmma,
@@ -92,6 +94,10 @@ template <int TILE> void everyTile(DcnParams p)
     check<float, TILE>(p);
     p.math = kDCN_MATH_ACCURATE;
     check<float, TILE, true>(p);
+    p.dtype = kDCN_FLOAT16; // a quantized layer: 8-bit x and weights, FP16 offset and mask
+    p.quant = kDCN_QUANT_INT8;
+    check<int8_t, TILE>(p);
+    p.quant = kDCN_QUANT_NONE;
     if constexpr (TILE + 1 < kTileCount)
         everyTile<TILE + 1>(p);
 }
@@ -135,6 +141,6 @@ def test_host_shared_memory_matches_the_kernels(tmp_path: Path) -> None:
     last = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0 and last.endswith("mismatches 0"), run.stdout
     # Per layer, each channel-vectorised tile in each element type its kernel takes (FP32 twice: TF32
-    # and 3xTF32): 58 checks.
+    # and 3xTF32): 58 checks, and 6 of the 8-bit tiles.
     checked = int(last.split(",")[0].split()[1])
-    assert checked == 12 * 58, last
+    assert checked == 12 * (58 + 6), last

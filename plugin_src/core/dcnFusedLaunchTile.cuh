@@ -30,8 +30,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) dcnFusedNhwcKernel(FusedArgs co
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    // The TMA tiles run on sm_90+ only (the host never offers them below): no code for them here.
-    if constexpr (C::TMA_A)
+    // The TMA tiles run on sm_90+ only, FP8 warp MMAs on compute_89+ (the host never offers them
+    // below: builtSm90For, builtFp8MmaFor): no code for them here.
+    constexpr bool kFp8 = std::is_same<T, __nv_fp8_e4m3>::value;
+    if constexpr (C::TMA_A || (kFp8 && __CUDA_ARCH__ < 890))
         __trap();
     else
         nhwcBlock<T, MK, C, TF>(a, xh, offset, mask, wp, bias, out, partial, tmA);
