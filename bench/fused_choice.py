@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sms", type=int, default=core_fused.H200_DEVICE[0])
     ap.add_argument("--smem", type=int, default=core_fused.H200_DEVICE[1],
                     help="opt-in shared memory per block")
-    ap.add_argument("--cc", type=int, default=core_fused.H200_DEVICE[2], help="compute capability major")
+    ap.add_argument("--cc", type=int, default=core_fused.H200_DEVICE[2],
+                    help="compute capability: the major (8, 9, 10, 12) or 10 x major + minor (86, 89, 120)")
     ap.add_argument("--lib", default=None, help="core library (default: build/)")
     args = ap.parse_args(argv)
     lib = core.load(args.lib)

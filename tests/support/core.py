@@ -203,7 +203,8 @@ def _load(path: str) -> ctypes.CDLL:
     lib.dcnPrepareWeights.restype = ctypes.c_int
     lib.dcnFusedTileCount.argtypes = []
     lib.dcnFusedTileCount.restype = ctypes.c_int32
-    # p, sms, smemOptin, ccMajor, then the int32 outputs (tile, splits[, tailTiles, tailSplits]), msg
+    # p, sms, smemOptin, compute capability (major, or 10 x major + minor), then the int32 outputs
+    # (tile, splits[, tailTiles, tailSplits]), msg
     device = [ctypes.POINTER(DcnParams), ctypes.c_int32, ctypes.c_int32, ctypes.c_int32]
     out32 = ctypes.POINTER(ctypes.c_int32)
     lib.dcnFusedChoice.argtypes = [*device, out32, out32, ctypes.c_char_p, ctypes.c_size_t]
