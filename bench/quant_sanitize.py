@@ -36,13 +36,11 @@ CASES = (
 
 def main() -> int:
     lib = core.load(ensure_core_built())
-    infos = core_fused.tile_infos(lib)
     runs = 0
     for case in CASES:
         for qtype in core_quant.QUANT:
             # the 8-bit tiles built for this type (tma-128x32-p8-q8: INT8 only)
-            q8 = [t for t in infos if t.name.endswith("-q8") and t.takes(qtype)]
-            tiles = [core.ALGO_FUSED_TILE + t.index for t in q8]
+            tiles = [core.ALGO_FUSED_TILE + t.index for t in core_fused.quant_tiles(qtype, lib)]
             inputs = core_quant.make_inputs(case, qtype, "float16")
             refs = core_quant.references(case, qtype, inputs)
             bound = core_quant.allowed(qtype, "float16", inputs, refs["qdq"])

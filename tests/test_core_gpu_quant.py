@@ -65,7 +65,7 @@ def inputs_refs(case: Case, qtype: str, fdtype: str) -> tuple[dict, dict]:
 
 def q8_tiles(lib, qtype: str) -> list[int]:
     """The 8-bit tiles built for ``qtype`` (tma-128x32-p8-q8 takes INT8 only)."""
-    return [t.index for t in core_fused.tile_infos(lib) if t.name.endswith("-q8") and t.takes(qtype)]
+    return [t.index for t in core_fused.quant_tiles(qtype, lib)]
 
 
 def algos(lib, qtype: str) -> list[int]:

@@ -35,49 +35,47 @@ int64_t channelTiles128(DcnParams const& p)
 
 } // namespace
 
-bool builtSm90For(int ccMajor)
+namespace
 {
+
+/* What this build holds (plugin_src/Makefile's ARCH_DEFS): sm_90a SASS, sm_89 SASS, and PTX of
+ * compute_90 / compute_89 or newer. */
 #ifdef DCN_BUILT_SM90A
-    constexpr bool sass = true;
+constexpr bool kSassSm90a = true;
 #else
-    constexpr bool sass = false;
+constexpr bool kSassSm90a = false;
+#endif
+#ifdef DCN_BUILT_SM89
+constexpr bool kSassSm89 = true;
+#else
+constexpr bool kSassSm89 = false;
 #endif
 #ifdef DCN_BUILT_PTX90
-    constexpr bool ptx = true;
+constexpr bool kPtx90 = true;
 #else
-    constexpr bool ptx = false;
+constexpr bool kPtx90 = false;
 #endif
-    return ccMajor == 9 ? (sass || ptx) : ccMajor > 9 && ptx;
+#ifdef DCN_BUILT_PTX89
+constexpr bool kPtx89 = true;
+#else
+constexpr bool kPtx89 = false;
+#endif
+
+} // namespace
+
+bool builtSm90For(int ccMajor)
+{
+    return ccMajor == 9 ? (kSassSm90a || kPtx90) : ccMajor > 9 && kPtx90;
 }
 
 bool builtWgmmaFor(int ccMajor)
 {
-#ifdef DCN_BUILT_SM90A
-    return ccMajor == 9;
-#else
-    (void)ccMajor;
-    return false;
-#endif
+    return kSassSm90a && ccMajor == 9;
 }
 
 bool builtFp8MmaFor(int ccMajor, int ccMinor)
 {
-#ifdef DCN_BUILT_SM89
-    constexpr bool sm89 = true;
-#else
-    constexpr bool sm89 = false;
-#endif
-#ifdef DCN_BUILT_SM90A
-    constexpr bool sm90 = true;
-#else
-    constexpr bool sm90 = false;
-#endif
-#ifdef DCN_BUILT_PTX89
-    constexpr bool ptx = true;
-#else
-    constexpr bool ptx = false;
-#endif
-    return ccMajor == 8 ? ccMinor >= 9 && sm89 : ccMajor == 9 ? sm90 || ptx : ccMajor > 9 && ptx;
+    return ccMajor == 8 ? ccMinor >= 9 && kSassSm89 : ccMajor == 9 ? kSassSm90a || kPtx89 : ccMajor > 9 && kPtx89;
 }
 
 DcnStatus queryDevice(Device& d, char* msg, size_t msgLen)

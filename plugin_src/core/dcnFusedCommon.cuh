@@ -243,6 +243,19 @@ __device__ __forceinline__ void eachAcc(float (&acc)[C::MT][C::NT][4], F f)
                 f(acc[mt][nt][q]);
 }
 
+/* acc += add for every accumulator (a chunk's fresh sums into the running ones). */
+template <class C>
+__device__ __forceinline__ void addAcc(float (&acc)[C::MT][C::NT][4], float const (&add)[C::MT][C::NT][4])
+{
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                acc[mt][nt][q] += add[mt][nt][q];
+}
+
 /* Epilogue of both fused kernels: bias in FP32, one rounding to T, NCHW stores. acc is the warp's
  * MT x NT grid of m16n8 accumulator fragments: fragment (mt, nt) at channels m0 + wRow + mt *
  * MT_STRIDE (16 for warp MMAs, 64 for warpgroup MMAs), pixels p0 + wn*WTN + nt*8. */

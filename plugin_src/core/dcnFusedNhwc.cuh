@@ -288,7 +288,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                 {
                     if (!(kAllA || ptid + it * C::PRODUCERS < C::A_VECS))
                         continue;
-                    if (dcn::simple::kQuantized<T>)
+                    if constexpr (dcn::simple::kQuantized<T>)
                         cpAsync16Zero(aDst[it] + aStage, src + aOff[it],
                             ((aZero >> it) & 1u) != 0u || (pastHalf && ((ptid + it * C::PRODUCERS) % VPR) * C::VEC >= 64));
                     else

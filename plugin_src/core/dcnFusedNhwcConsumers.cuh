@@ -308,9 +308,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 wgmmaCommit();
                 wgmmaWait<0>();
                 eachAcc<C>(tmp, [](float& v) { wgmmaFenceOperand(v); });
-#pragma unroll
-                for (int i = 0; i < C::MT * C::NT * 4; ++i)
-                    (&acc[0][0][0])[i] += (&tmp[0][0][0])[i];
+                addAcc<C>(acc, tmp);
                 if (kc + C::STAGES < nChunks)
                     mbarArrive(emptyS + 8 * s);
                 continue;
@@ -374,9 +372,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 float fresh[C::MT][C::NT][4];
                 eachAcc<C>(fresh, [](float& v) { v = 0.0f; });
                 chunkMma<T, MK, C, false>(fresh, a_s, b_s, lane, gq, tq);
-#pragma unroll
-                for (int i = 0; i < C::MT * C::NT * 4; ++i)
-                    (&acc[0][0][0])[i] += (&fresh[0][0][0])[i];
+                addAcc<C>(acc, fresh);
             }
             else
                 chunkMma<T, MK, C, false>(acc, a_s, b_s, lane, gq, tq);

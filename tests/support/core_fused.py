@@ -12,7 +12,7 @@ from typing import Any
 from support import core as _c
 
 __all__ = ["H200_DEVICE", "TileInfo", "fused_algo", "fused_choice", "fused_split_tail", "fused_tile_count",
-           "tile_index", "tile_infos"]
+           "quant_tiles", "tile_index", "tile_infos"]
 
 
 def fused_algo(tile: int, splits: int = 1, tail_splits: int = 1) -> int:
@@ -201,6 +201,11 @@ def tile_infos(lib: ctypes.CDLL | None = None) -> list[TileInfo]:
             run_majors=frozenset(m for m in range(8, 13) if lib.dcnFusedTileRuns(i, m)),
         ))
     return out
+
+
+def quant_tiles(qtype: str, lib: ctypes.CDLL | None = None) -> list[TileInfo]:
+    """The 8-bit tiles (names ending in ``-q8``) built for ``qtype`` (``"int8"``, ``"fp8e4m3"``)."""
+    return [t for t in tile_infos(lib) if t.name.endswith("-q8") and t.takes(qtype)]
 
 
 def tile_index(name: str, lib: ctypes.CDLL | None = None) -> int:
