@@ -38,6 +38,48 @@ namespace dcn
 namespace fused
 {
 
+/* Epilogue of the NCHW kernel: bias in FP32, one rounding to T, NCHW stores. acc is the warp's
+ * MT x NT grid of m16n8 accumulator fragments: fragment (mt, nt) at channels m0 + wRow + mt *
+ * MT_STRIDE, pixels p0 + wn*WTN + nt*8. */
+template <typename T, class C>
+__device__ __forceinline__ void storeTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4],
+    T const* __restrict__ bias, T* __restrict__ out, int64_t p0, int m0, int g, int wRow, int wn, int gq, int tq)
+{
+    // Per row: its output plane (-1: past the group's channels) and bias; then pixel pair by pixel
+    // pair (the column offsets of all NT pairs at once would not fit beside 128 accumulators).
+    int64_t rowOut[C::MT][2];
+    float bv[C::MT][2];
+#pragma unroll
+    for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+        {
+            int const m = m0 + wRow + mt * C::MT_STRIDE + gq + 8 * h;
+            int64_t const co = static_cast<int64_t>(g) * a.mg + m;
+            rowOut[mt][h] = m < a.mg ? co * a.howo : -1;
+            bv[mt][h] = m < a.mg && a.withBias ? dcn::simple::toFloat<T>(ldT(bias + co)) : 0.0f;
+        }
+#pragma unroll
+    for (int nt = 0; nt < C::NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+        {
+            int64_t const p = p0 + wn * C::WTN + nt * 8 + 2 * tq + e;
+            if (p >= a.pixels)
+                continue;
+            uint32_t const n = a.divHoWo.div(static_cast<uint32_t>(p));
+            int64_t const col = n * a.outImg + (p - static_cast<int64_t>(n) * a.howo);
+#pragma unroll
+            for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                {
+                    if (rowOut[mt][h] >= 0)
+                        out[rowOut[mt][h] + col] = dcn::simple::fromFloat<T>(acc[mt][nt][2 * h + e] + bv[mt][h]);
+                }
+        }
+}
+
 /* A tile configuration: BM x BN outputs (channels x pixels) per block, CW consumer warps
  * (WARPS_M along channels), PW producer warps, STAGES pipeline stages, MINB blocks per SM asked of
  * the register allocator. */

@@ -76,22 +76,7 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
     int const allChunks = kp2 ? (a.kk + 1) / 2 : a.kg / C::BK; // else kg is a multiple of BK here
     int const kc0 = static_cast<int>(static_cast<int64_t>(split) * allChunks / a.splits);
     int const nChunks = static_cast<int>(static_cast<int64_t>(split + 1) * allChunks / a.splits) - kc0;
-    if (tid == 0)
-    {
-        for (int s = 0; s < C::STAGES; ++s)
-        {
-            if constexpr (C::TMA_A)
-                mbarInit(fullA + 8 * s, 1);
-            // PAIR: FULL of a stage the other block fills counts its producer warps' copies (pairCopyRows).
-            mbarInit(fullB + 8 * s, C::PAIR && static_cast<uint32_t>(s & 1) != rank ? C::PW : C::PRODUCERS);
-            mbarInit(emptyS + 8 * s, C::PAIR ? 2 * C::CONSUMERS : C::CONSUMERS);
-        }
-        mbarInitFence();
-    }
-    if constexpr (C::PAIR)
-        clusterSync(); // both blocks' mbarriers are initialised before either arrives on the other's
-    else
-        __syncthreads();
+    initStages<C>(fullA, rank, tid);
 
     if (tid >= C::CONSUMERS)
     {

@@ -233,11 +233,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
-        // FP8: one chunk's sums of one slice: FRESH_N output channels (swapped tiles; 64 on the
-        // 256-row tile, whose consumers hold 128 accumulators already), else 64 weight rows x 64 pixels.
-        constexpr int FRESH_N = C::SWAP && C::BM / C::CWG <= 128 ? 128 : 64;
-        constexpr int SLICES = C::SWAP ? C::BM / C::CWG / FRESH_N : C::MT * (C::BN / 64);
-        float fresh[FP8 ? FRESH_N / 2 : 1] = {};
+        float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of a chunk (wgmmaFp8Chunk)
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
@@ -252,37 +248,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
             if constexpr (FP8)
             {
-                // FP8: the tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3
-                // report, section 3.3.2: about 14), so each chunk's products (128 channels) go into
-                // a fresh sum, one slice at a time, added to acc by FP32 adds.
-#pragma unroll
-                for (int ns = 0; ns < SLICES; ++ns)
-                {
-                    constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
-                    int const mt = ns / HALVES;
-                    wgmmaFence();
-#pragma unroll
-                    for (int ks = 0; ks < KSTEPS; ++ks)
-                    {
-                        uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
-                        uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
-                        if constexpr (!C::SWAP)
-                            wgmmaE4m3N64(fresh, weights, samples, ks > 0);
-                        else if constexpr (FRESH_N == 64)
-                            wgmmaE4m3N64(fresh, samples, weights, ks > 0);
-                        else
-                            wgmmaE4m3(fresh, samples, weights, ks > 0);
-                    }
-                    wgmmaCommit();
-                    wgmmaWait<0>();
-                    float* const sum = &acc[0][0][0] + (C::SWAP ? ns * FRESH_N / 2 : (mt * C::NT + (ns % HALVES) * 8) * 4);
-#pragma unroll
-                    for (int i = 0; i < FRESH_N / 2; ++i)
-                    {
-                        wgmmaFenceOperand(fresh[i]);
-                        sum[i] += fresh[i];
-                    }
-                }
+                wgmmaFp8Chunk<C>(&acc[0][0][0], fresh, aS, bS);
                 if (kc + C::STAGES < nChunks)
                     mbarArrive(emptyS + 8 * s);
                 continue;

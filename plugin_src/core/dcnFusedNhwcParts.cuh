@@ -142,6 +142,31 @@ __device__ __forceinline__ uint4 interpFixed(uint2 fw, uint4 const (&v)[4])
     return res;
 }
 
+/* The mbarriers of every stage of a channel-vectorised block, by thread 0 (fullA: the weight
+ * tiles' of TMA tiles; FULL and EMPTY at C::FULL_OFF and C::EMPTY_OFF from it), then a barrier of the
+ * block, or of the cluster on PAIR tiles, so that nobody arrives on one before it is initialised.
+ * PAIR: FULL of a stage the other block fills counts that block's producer warps' copies
+ * (pairCopyRows), EMPTY the consumers of both blocks. */
+template <class C>
+__device__ __forceinline__ void initStages(uint32_t fullA, uint32_t rank, int tid)
+{
+    if (tid == 0)
+    {
+        for (int s = 0; s < C::STAGES; ++s)
+        {
+            if constexpr (C::TMA_A)
+                mbarInit(fullA + 8 * s, 1);
+            mbarInit(fullA + C::FULL_OFF + 8 * s, C::PAIR && static_cast<uint32_t>(s & 1) != rank ? C::PW : C::PRODUCERS);
+            mbarInit(fullA + C::EMPTY_OFF + 8 * s, C::PAIR ? 2 * C::CONSUMERS : C::CONSUMERS);
+        }
+        mbarInitFence();
+    }
+    if constexpr (C::PAIR)
+        clusterSync();
+    else
+        __syncthreads();
+}
+
 /* The bilinear sums of one quantized producer task (nhwcBlock's finish): w, the weights read with
  * its corners (INT8: the fixed-point ones); entry, the shared-memory address of its plan entry,
  * whose FP16 pairs INT8 reads only where it has no fixed-point weights. */

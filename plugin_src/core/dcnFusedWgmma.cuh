@@ -290,6 +290,54 @@ __device__ __forceinline__ void wgmmaAsync<float, 128>(float* d, uint64_t descA,
 #undef DCN_WGMMA_ACC8
 #endif
 
+/* The FP8 slice of a warpgroup tile's chunk (wgmmaFp8Chunk): FRESH_N output channels on swapped
+ * tiles (64 on the 256-row tile, whose consumers hold 128 accumulators already), else 64 weight rows
+ * x 64 pixels (fresh holds FRESH_N / 2 sums per thread either way). */
+template <class C>
+__device__ __forceinline__ constexpr int fp8FreshN()
+{
+    return C::SWAP && C::BM / C::CWG <= 128 ? 128 : 64;
+}
+
+/* acc (the warpgroup's accumulators) += one FP8 E4M3 chunk of 128 channels, from the stage's weight
+ * rows of this warpgroup (aS) and its sample tile (bS). The tensor cores sum FP8 products with fewer
+ * bits than FP32 (DeepSeek-V3 report, section 3.3.2: about 14), so the chunk's products go into a
+ * fresh sum, one slice at a time, added to acc by FP32 adds once the slice's MMAs are done. */
+template <class C>
+__device__ __forceinline__ void wgmmaFp8Chunk(float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS)
+{
+    constexpr int FRESH_N = fp8FreshN<C>();
+    constexpr int SLICES = C::SWAP ? C::BM / C::CWG / FRESH_N : C::MT * (C::BN / 64);
+    constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
+#pragma unroll
+    for (int ns = 0; ns < SLICES; ++ns)
+    {
+        int const mt = ns / HALVES;
+        wgmmaFence();
+#pragma unroll
+        for (int ks = 0; ks < C::BK / 32; ++ks)
+        {
+            uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
+            uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
+            if constexpr (!C::SWAP)
+                wgmmaE4m3N64(fresh, weights, samples, ks > 0);
+            else if constexpr (FRESH_N == 64)
+                wgmmaE4m3N64(fresh, samples, weights, ks > 0);
+            else
+                wgmmaE4m3(fresh, samples, weights, ks > 0);
+        }
+        wgmmaCommit();
+        wgmmaWait<0>();
+        float* const sum = acc + (C::SWAP ? ns * FRESH_N / 2 : (mt * C::NT + (ns % HALVES) * 8) * 4);
+#pragma unroll
+        for (int i = 0; i < FRESH_N / 2; ++i)
+        {
+            wgmmaFenceOperand(fresh[i]);
+            sum[i] += fresh[i];
+        }
+    }
+}
+
 } // namespace fused
 } // namespace dcn
 
