@@ -95,10 +95,12 @@ struct NTile
     static constexpr int PD = ringDepth(SHAPE, sizeof(T));
     // Sampling-plan entries whose offset and mask loads a producer thread has in flight at once
     // (buildPlan). One entry after another, the plan took 3-4.6 us of a 10-27 us block on an H200
-    // (per-block timestamps), most of it waiting on memory. 2 for FP16/BF16 where ptxas reports no
-    // more spills than with 1 (-Xptxas -warn-spills, sm_90a): the tiles with a register split or 4
-    // TMA stages; the other FP16/BF16 tiles spill more with 2. FP32 keeps 1 (not measured with 2).
-    static constexpr int PLAN_BATCH = sizeof(T) == 2 && (PREGS_ > 0 || (TMA_A_ && STAGES_ >= 4)) ? 2 : 1;
+    // (per-block timestamps), most of it waiting on memory. 2 where ptxas reports no more spills
+    // than with 1 (-Xptxas -v, sm_90a and sm_90): the FP16/BF16 tiles with a register split or 4 TMA
+    // stages, and the 8-bit TMA tiles of 32 or 64 pixels (their plans are FP16 too; wg-128x128-q8
+    // spills more with 2). The other tiles keep 1; FP32 was not measured with 2.
+    static constexpr int PLAN_BATCH
+        = (sizeof(T) == 2 && (PREGS_ > 0 || (TMA_A_ && STAGES_ >= 4))) || (sizeof(T) == 1 && TMA_A_ && BN_ <= 64) ? 2 : 1;
     static constexpr int A_VECS = BM * BK / VEC;
     // SPLIT = 2 (FP32 warpgroup tiles in 3xTF32): each stage holds every operand twice, its TF32
     // big part and then its TF32 small part (A_HALF, B_HALF bytes further), as the prep kernel
