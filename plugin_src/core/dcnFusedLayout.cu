@@ -1,6 +1,6 @@
 /*
- * dcnconvert core: the layout of the workspace's prepared operands and of the prepared weights
- * (dcnFusedLayout.h).
+ * dcnconvert core: the layout of the workspace's prepared operands (nhwcBytes, declared with the
+ * workspace layout in dcnFusedTiles.h) and of the prepared weights (dcnFusedLayout.h).
  */
 #include "dcnFusedTiles.h"
 
