@@ -1,8 +1,9 @@
 """The bad-input corpus: files that every command must refuse with one clear message.
 
 ``write_corpus(folder)`` writes them and returns ``{case: path}``; :data:`EXPECTED` gives, per case,
-the error class and words the message must contain. Used by transform/test_plugin.py / model/test_io.py and
-the CLI tests (``from bad_inputs import write_corpus, EXPECTED``; tests/ is on sys.path under pytest).
+the error class and words the message must contain. Used by transform/test_plugin_graph.py,
+model/test_io.py and the CLI tests (``from bad_inputs import write_corpus, EXPECTED``; tests/ is on
+sys.path under pytest).
 """
 
 from __future__ import annotations

@@ -128,7 +128,8 @@ def test_host_shared_memory_matches_the_kernels(tmp_path: Path) -> None:
     src = tmp_path / "smem.cu"
     src.write_text(PROGRAM)
     exe = tmp_path / "smem"
-    sources = [str(CORE_DIR / name) for name in ("dcnFusedChoice.cu", "dcnFusedCost.cu", "dcnFusedLayout.cu", "dcnValidate.cu")]
+    units = ("dcnFusedChoice.cu", "dcnFusedCost.cu", "dcnFusedLayout.cu", "dcnValidate.cu")
+    sources = [str(CORE_DIR / name) for name in units]
     build = subprocess.run(
         [nvcc, "-std=c++17", "-O1", "-I", str(CORE_DIR), str(src), *sources, "-o", str(exe)],
         capture_output=True,

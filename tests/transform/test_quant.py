@@ -15,8 +15,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 from support import samples
+from support.nodes import node_attrs
 
 from dcnconvert import schema
 from dcnconvert.errors import UnsupportedNodeError, UsageError
@@ -45,10 +46,6 @@ def _plugin(model: onnx.ModelProto) -> onnx.NodeProto:
     return node
 
 
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _init(model: onnx.ModelProto, name: str) -> np.ndarray:
     return numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == name))
 
@@ -59,7 +56,7 @@ def test_honoured_pattern_becomes_a_quantized_plugin_node(name):
     original = gen.build(name, seed=1)
     out, report = rewrite_model(original)
     node = _plugin(out)
-    attrs = _attrs(node)
+    attrs = node_attrs(node)
     assert report.quantized == [("dcn0", case.qtype)] and not report.warnings
     assert attrs[schema.ATTR_QUANT_TYPE] == case.qtype.encode()
     assert attrs[schema.ATTR_X_SCALE] == pytest.approx(float(_init(original, "x_scale")), rel=1e-7)
@@ -103,7 +100,7 @@ def test_pattern_that_cannot_be_honoured_stays_a_float_node_with_a_warning(name)
     original = gen.build(name, seed=2)
     out, report = rewrite_model(original)
     node = _plugin(out)
-    assert schema.ATTR_QUANT_TYPE not in _attrs(node) and report.quantized == []
+    assert schema.ATTR_QUANT_TYPE not in node_attrs(node) and report.quantized == []
     (warning,) = report.warnings
     assert "node 'dcn0'" in warning and "float node" in warning
     flaw = gen.CASES[name].flaw
@@ -128,7 +125,7 @@ def test_trt_builtin_target_and_weights_input_keep_float_nodes(option):
 def _numpy_model(original, rewritten, feeds, case, round_samples):
     """The float64 model of the quantized math on ``feeds`` (qmath.dcn_quant)."""
     node = _plugin(rewritten)
-    attrs = _attrs(node)
+    attrs = node_attrs(node)
     (match,) = find_dcn_nodes(original)
     x_scale = float(attrs[schema.ATTR_X_SCALE])
     x_q = qmath.quantize(feeds["x"], x_scale, case.qtype)
@@ -207,7 +204,7 @@ def test_low_precision_cast_keeps_the_quantized_fields_and_makes_floats_low(prec
         assert [types[n] for n in node.input[1:]] == [low, low]  # offset and mask
         assert types[node.input[0]] in (TensorProto.INT8, TensorProto.FLOAT8E4M3FN)
         assert types[node.output[0]] == out_type  # float output = the offset's type
-        before, after = _attrs(_plugin(rewritten)), _attrs(node)
+        before, after = node_attrs(_plugin(rewritten)), node_attrs(node)
         for field in (schema.ATTR_WEIGHT, schema.ATTR_WEIGHT_SCALE):
             assert after[field].SerializeToString() == before[field].SerializeToString()
         assert after[schema.ATTR_BIAS].data_type == low

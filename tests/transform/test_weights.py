@@ -16,6 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support import evaluate, samples
+from support.nodes import node_attrs, plugin_nodes
 
 from dcnconvert import schema
 from dcnconvert.errors import UnsupportedNodeError
@@ -32,14 +33,6 @@ TAO = "tao_ModulatedDeformConv2d.onnx"
 TOLERANCE = 1e-5  # times max|expected|
 #: Samples with non-square stride/padding/dilation (refused by trt-builtin).
 NON_SQUARE = {"dcnconvert_ModulatedDeformConv2d", "dcn_resnet_block", "torch_dynamo_DeformConv2d_opset22"}
-
-
-def _plugins(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    return [n for n in model.graph.node if schema.is_plugin_node(n)]
-
-
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
 def _ort(model: onnx.ModelProto, feeds: dict) -> dict:
@@ -81,7 +74,7 @@ def test_sample_models_embed_by_default_and_compute_the_same(path):
     model = onnx.load(str(path))
     embedded, report = rewrite_model(model)
     inputs, input_report = rewrite_model(model, embed_weights=False)
-    plugins = _plugins(embedded)
+    plugins = plugin_nodes(embedded)
     assert plugins and len(plugins) == len(report.matches)
     if path.name == TAO:
         assert report.embedded == [] and [n for n, _ in report.weights_as_inputs] == ["dcn0"]
@@ -90,13 +83,14 @@ def test_sample_models_embed_by_default_and_compute_the_same(path):
     else:
         assert report.embedded == [n.name for n in plugins] and report.weights_as_inputs == []
         for node in plugins:
-            a = _attrs(node)
+            a = node_attrs(node)
             assert len(node.input) == 3 and a["weight"].data_type == TensorProto.FLOAT
             assert list(a["weight"].dims) == a["weight_shape"] and len(a["weight_shape"]) == 4
         # nothing else reads the DCN weights of the samples: they leave the initializers
         assert not _dcn_weight_names(model) & {t.name for t in embedded.graph.initializer}
     assert input_report.embedded == [] and input_report.to_dict()["weights"] == "input"
-    assert all(len(n.input) in (4, 5) and schema.ATTR_WEIGHT not in _attrs(n) for n in _plugins(inputs))
+    nodes = plugin_nodes(inputs)
+    assert all(len(n.input) in (4, 5) and schema.ATTR_WEIGHT not in node_attrs(n) for n in nodes)
     feeds = _feeds(model, seed=21)
     want = _ort(to_standard_model(model), feeds)
     for backend in evaluate.BACKENDS:
@@ -114,14 +108,15 @@ def test_idempotent_and_reversible(path):
     assert again.SerializeToString() == embedded.SerializeToString()
     assert report.rewritten == [] and len(report.unchanged) == len(report.matches)
     unembedded, report = rewrite_model(embedded, embed_weights=False)
-    assert all(schema.ATTR_WEIGHT not in _attrs(n) for n in _plugins(unembedded))
+    assert all(schema.ATTR_WEIGHT not in node_attrs(n) for n in plugin_nodes(unembedded))
     assert rewrite_model(unembedded)[0].SerializeToString() == embedded.SerializeToString()
     try:
         builtin, _ = rewrite_model(embedded, "trt-builtin")
     except UnsupportedNodeError as exc:  # non-square samples are refused for trt-builtin
         assert "not square" in str(exc) and path.stem in NON_SQUARE
         return
-    assert all(len(n.input) in (4, 5) and _attrs(n)["plugin_version"] == b"2" for n in _plugins(builtin))
+    nodes = plugin_nodes(builtin)
+    assert all(len(n.input) in (4, 5) and node_attrs(n)["plugin_version"] == b"2" for n in nodes)
     assert rewrite_model(builtin)[0].SerializeToString() == embedded.SerializeToString()
 
 
@@ -158,9 +153,9 @@ def test_weight_that_is_a_graph_input_stays_an_input(caplog):
     model = _model_with_weight_input()
     with caplog.at_level(logging.INFO, logger="dcnconvert.transform.plugin"):
         out, report = rewrite_model(model)
-    (plugin,) = _plugins(out)
+    (plugin,) = plugin_nodes(out)
     assert list(plugin.input) == ["x", "offset", "mask", "weight", "bias"]
-    assert schema.ATTR_WEIGHT not in _attrs(plugin) and report.embedded == []
+    assert schema.ATTR_WEIGHT not in node_attrs(plugin) and report.embedded == []
     assert report.weights_as_inputs == [("dcn0", "weight 'weight' is a graph input (its value is known at "
                                          "run time only)")]
     reason = report.weights_as_inputs[0][1]
@@ -182,13 +177,13 @@ def test_computed_weight_and_bias_input_stay_inputs():
     graph.node.insert(0, helper.make_node("Neg", ["weight_raw"], ["weight"], name="negate"))
     out, report = rewrite_model(model)
     assert report.weights_as_inputs == [("dcn0", "weight 'weight' is computed by Neg node 'negate'")]
-    assert len(_plugins(out)[0].input) == 5
+    assert len(plugin_nodes(out)[0].input) == 5
     model = samples.build("mmcv.MMCVModulatedDeformConv2d", seed=3)
     model.graph.input.append(helper.make_tensor_value_info("bias", TensorProto.FLOAT, [6]))
     out, report = rewrite_model(model)
     reason = report.weights_as_inputs[0][1]
     assert reason.startswith("bias 'bias' is an initializer that is also a graph input")
-    (plugin,) = _plugins(out)
+    (plugin,) = plugin_nodes(out)
     assert list(plugin.input) == ["x", "offset", "mask", "weight", "bias"]  # weight and bias stay together
     assert {t.name for t in out.graph.initializer} == {"weight", "bias"}
 
@@ -217,7 +212,7 @@ def test_low_precision_weights_keep_their_type(dtype):
         model.graph.initializer[i].CopyFrom(low)
         originals[init.name] = model.graph.initializer[i].SerializeToString()
     out, report = rewrite_model(model)
-    (plugin,) = _plugins(out)
+    (plugin,) = plugin_nodes(out)
     embedded = weights.embedded_tensors(plugin)
     assert report.embedded == ["dcn0"] and set(embedded) == {"weight", "bias"}
     for role, tensor in embedded.items():
@@ -244,12 +239,12 @@ def test_shared_initializer_is_kept():
     graph.node.append(helper.make_node("ReduceSum", ["weight"], ["weight_sum"], name="sum", keepdims=0))
     graph.output.append(helper.make_tensor_value_info("weight_sum", TensorProto.FLOAT, []))
     out, report = rewrite_model(model)
-    (plugin,) = _plugins(out)
+    (plugin,) = plugin_nodes(out)
     assert report.embedded == ["dcn0"] and len(plugin.input) == 3
     assert [t.name for t in out.graph.initializer] == ["weight"]  # the bias, read by nobody else, is gone
     kept = out.graph.initializer[0]
     assert kept.SerializeToString() == graph.initializer[0].SerializeToString()
-    embedded = numpy_helper.to_array(_attrs(plugin)["weight"])
+    embedded = numpy_helper.to_array(node_attrs(plugin)["weight"])
     np.testing.assert_array_equal(embedded, numpy_helper.to_array(kept))
     feeds = samples.input_feeds(model, seed=3)
     _assert_same(evaluate.run_model(out, feeds), _ort(to_standard_model(model), feeds))
@@ -265,7 +260,7 @@ def test_two_nodes_sharing_a_weight_both_embed_it():
     model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 6
     out, report = rewrite_model(model)
     assert report.embedded == ["dcn0", "dcn1"] and not out.graph.initializer
-    a, b = (weights.embedded_tensors(n)["weight"] for n in _plugins(out))
+    a, b = (weights.embedded_tensors(n)["weight"] for n in plugin_nodes(out))
     assert a.SerializeToString() == b.SerializeToString()
     feeds = samples.input_feeds(model, seed=2)
     _assert_same(evaluate.run_model(out, feeds), _ort(to_standard_model(model), feeds))
@@ -307,7 +302,7 @@ def test_retarget_to_trt_builtin_moves_the_weights_back_into_initializers():
     model = samples.build("onnx.DeformConv", seed=12)
     embedded, _ = rewrite_model(model)
     builtin, report = rewrite_model(embedded, "trt-builtin")
-    (plugin,) = _plugins(builtin)
+    (plugin,) = plugin_nodes(builtin)
     assert report.rewritten == ["dcn0"] and report.embedded == [] and report.to_dict()["weights"] == "input"
     assert list(plugin.input) == ["x", "offset", "mask", "weight", "bias"]
     assert not any(weights.is_weight_attribute(a) for a in plugin.attribute)
@@ -327,7 +322,7 @@ def test_unembedding_picks_a_free_name():
     embedded.graph.node.append(helper.make_node("Identity", ["y"], ["weight"], name="id"))
     embedded.graph.output[0].name = "weight"
     out, _ = rewrite_model(embedded, embed_weights=False)
-    (plugin,) = _plugins(out)
+    (plugin,) = plugin_nodes(out)
     assert plugin.input[3] == "weight_1" and "weight_1" in {t.name for t in out.graph.initializer}
     onnx.checker.check_model(out)
 
@@ -337,7 +332,7 @@ def test_allow_tf32_on_an_embedded_node_keeps_the_weights_in_place():
     tf32, report = rewrite_model(embedded, allow_tf32=True)
     direct, _ = rewrite_model(samples.build("mmcv.MMCVModulatedDeformConv2d", seed=1), allow_tf32=True)
     assert report.rewritten == ["dcn0"] and tf32.SerializeToString() == direct.SerializeToString()
-    assert [a.name for a in _plugins(tf32)[0].attribute] == [
+    assert [a.name for a in plugin_nodes(tf32)[0].attribute] == [
         "stride", "padding", "dilation", "group", "deformable_group", "allow_tf32", "weight", "weight_shape",
         "bias", "plugin_version", "plugin_namespace"]
 
@@ -350,7 +345,7 @@ def test_unembed_graph_and_reference_of_an_embedded_model():
     assert embedded.SerializeToString() == before  # the input is not modified
     (node,) = [n for n in std.graph.node if n.op_type == "DeformConv"]
     assert list(node.input) == ["x", "weight", "offset", "bias", "mask"]
-    assert _attrs(node)["kernel_shape"] == [3, 3]
+    assert node_attrs(node)["kernel_shape"] == [3, 3]
     feeds = samples.input_feeds(model, seed=8)
     _assert_same(_ort(std, feeds), _ort(to_standard_model(model), feeds))
     _assert_same(_ort(to_standard_model(embedded), feeds), _ort(to_standard_model(model), feeds))

@@ -26,6 +26,7 @@ from cli_runner import invoke, one_json
 from conftest import REPO
 from onnx import helper
 from support import samples
+from support.nodes import plugin_nodes
 
 from dcnconvert import schema
 from dcnconvert.backend.plugin import runtimes
@@ -52,10 +53,6 @@ def convert(model: Path, out: Path, lib: Path, *args) -> tuple[object, dict]:
     res = invoke("convert", model, "-o", out, "--runtime", "tensorrt-rtx", "--plugin-lib", lib, "--json",
                  *args)
     return res, (one_json(res.stdout) if res.stdout.strip() else {})
-
-
-def plugin_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    return [n for n in model.graph.node if schema.is_plugin_node(n)]
 
 
 def check_built(res, obj: dict, engine: Path, precision: str) -> None:
