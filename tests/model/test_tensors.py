@@ -8,8 +8,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 from support import samples
+from support.nodes import plugin_nodes
 
-from dcnconvert import schema
 from dcnconvert.errors import ModelError
 from dcnconvert.model import io as onnx_io
 from dcnconvert.model import tensors
@@ -24,7 +24,7 @@ def _embedded(c: int = 16, cout: int = 32, **params) -> onnx.ModelProto:
 
 
 def _tensor_attrs(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    (plugin,) = [n for n in model.graph.node if schema.is_plugin_node(n)]
+    (plugin,) = plugin_nodes(model)
     return {a.name: a.t for a in plugin.attribute if a.type == onnx.AttributeProto.TENSOR}
 
 

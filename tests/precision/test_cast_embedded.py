@@ -8,8 +8,8 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import numpy_helper
 from support import evaluate, samples
+from support.nodes import plugin_nodes
 
-from dcnconvert import schema
 from dcnconvert.precision import cast as fp16
 from dcnconvert.precision import plan as fp16_plan
 from dcnconvert.transform import weights
@@ -20,7 +20,7 @@ TOL = {"fp16": 1e-2, "bf16": 4e-2}
 
 
 def _plugin(model: onnx.ModelProto) -> onnx.NodeProto:
-    (node,) = [n for n in model.graph.node if schema.is_plugin_node(n)]
+    (node,) = plugin_nodes(model)
     return node
 
 

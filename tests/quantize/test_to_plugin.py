@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
+from support.nodes import node_attrs, plugin_nodes
 
 from dcnconvert import api, schema
 from dcnconvert.model.quantized import QUANT_MAX
@@ -31,9 +32,9 @@ def test_quantized_layers_become_quantized_plugin_nodes(form, qtype, quantize_ou
     feeds = [samples.input_feeds(model, seed + i) for i in range(2)]
     quantized, report = layers.quantize_model(model, qtype, feeds, quantize_output=quantize_output)
     rewritten = api.rewrite(quantized).model
-    nodes = [n for n in rewritten.graph.node if schema.is_plugin_node(n)]
+    nodes = plugin_nodes(rewritten)
     assert len(nodes) == 1
-    attrs = {a.name: helper.get_attribute_value(a) for a in nodes[0].attribute}
+    attrs = node_attrs(nodes[0])
     row = report["layers"][0]
     assert attrs[schema.ATTR_QUANT_TYPE].decode() == qtype
     assert attrs["x_scale"] == pytest.approx(row["x_scale"], rel=1e-6)

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 from polygraphy.comparator.struct import RunResults
 from support.fake_trt import FakeAdapter
+from support.nodes import node_attrs, plugin_nodes
 
 from dcnconvert import schema
 from dcnconvert.backend.trt.engine import BuildOptions, build_engine
@@ -38,8 +39,8 @@ class QuantizedFakeAdapter(FakeAdapter):
 
     def run_engine(self, trt, engine_path, feeds, libraries=(), runner_name="tensorrt"):
         model = onnx.load(str(engine_path))
-        (node,) = [n for n in model.graph.node if schema.is_plugin_node(n)]
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        (node,) = plugin_nodes(model)
+        attrs = node_attrs(node)
         qtype = attrs[schema.ATTR_QUANT_TYPE].decode()
         a = self.match.attrs
         outs = []
@@ -95,8 +96,8 @@ def test_quantized_engine_passes_with_the_default_tolerances_and_is_reported(tmp
 def test_bound_follows_the_scales():
     rewritten, _ = rewrite.rewrite_model(gen.build("int8_deformconv", seed=0))
     (layer,) = vquant.quantized_layers(rewritten)
-    (node,) = [n for n in rewritten.graph.node if schema.is_plugin_node(n)]
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    (node,) = plugin_nodes(rewritten)
+    attrs = node_attrs(node)
     w_q = numpy_helper.to_array(attrs[schema.ATTR_WEIGHT]).astype(np.float64)
     w_scale = numpy_helper.to_array(attrs[schema.ATTR_WEIGHT_SCALE])
     expected = qmath.sample_rounding_bound(w_q, w_scale, attrs[schema.ATTR_X_SCALE], "int8", sample_max=128)

@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import LEAN_INSTALL_HINT, REPO, lean_runtimes, trt_header_dirs
+from support.nodes import plugin_nodes
 
 from dcnconvert import schema
 from dcnconvert.transform import plugin as rewrite
@@ -85,7 +86,7 @@ def sample_cases() -> list[dict]:
             out = model
         else:
             out, _report = rewrite.rewrite_model(model, allow_tf32=path.stem == "dcn_resnet_block")
-        nodes = [n for n in out.graph.node if schema.is_plugin_node(n)]
+        nodes = plugin_nodes(out)
         assert nodes, f"{path.name}: no plugin node after the rewrite"
         for i, node in enumerate(nodes):
             for kind in ("int32", "int64"):
