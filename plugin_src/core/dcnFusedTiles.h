@@ -1,7 +1,8 @@
 /*
  * dcnconvert core: the fused kernels' tile table and the host-side choices made from it (support
- * checks, tile order, K splits; the workspace and prepared-weight layout is in dcnFusedLayout.h),
- * shared by dcnFusedChoice.cu (the choices) and dcnFused.cu (the launches). Internal to plugin_src/core; no TensorRT include.
+ * checks, tile order, K splits; the prepared-weight layout is in dcnFusedLayout.h), shared by
+ * dcnFusedChoice.cu (the choices) and dcnFused.cu (the launches). Internal to plugin_src/core; no
+ * TensorRT include.
  */
 #ifndef DCN_FUSED_TILES_H
 #define DCN_FUSED_TILES_H
