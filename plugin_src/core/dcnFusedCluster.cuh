@@ -70,9 +70,10 @@ __device__ __forceinline__ int2 clusterReduceTile(FusedArgs const& a, float* sT,
     int const c1 = min(rows, c0 + share);
     float const* const slots = reinterpret_cast<float const*>(reinterpret_cast<char const*>(sT) + C::RECV_OFF);
     // kItems float4s per thread at a time, their loads before their adds: one after another, each
-    // add waited for its shared-memory loads (H200: 1.9 us for a 2-split 256x64 FP16 tile). FP32
-    // tiles keep 1: with 4, ptxas spills in the 3xTF32 warpgroup tile, which had no spills.
-    constexpr int kItems = C::ELEM_BYTES == 2 ? 4 : 1;
+    // add waited for its shared-memory loads (H200: 1.9 us for a 2-split 256x64 FP16 tile; H100:
+    // 1.85 us for the INT8 one against FP16's 1.2 when INT8 had 1). FP32 tiles keep 1: with 4, ptxas
+    // spills in the 3xTF32 warpgroup tile, which had no spills.
+    constexpr int kItems = C::ELEM_BYTES <= 2 ? 4 : 1;
     int const items = (c1 - c0) * QUADS;
     for (int it0 = tid; it0 < items; it0 += kItems * C::CONSUMERS)
     {

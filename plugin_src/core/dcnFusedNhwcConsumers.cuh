@@ -22,7 +22,8 @@ namespace fused
 {
 
 /* Epilogue of the channel-vectorised tiles, in two steps by the consumers. stageTile: the tile goes
- * to shared memory (sT: [BM][BN + 4] FP32 over the free stages, then the BM biases). storeTile:
+ * to shared memory (sT: [BM][BN + 4] FP32 over the free stages, then the BM biases and, quantized,
+ * the BM scales of the sums; both loaded before the main loop, TileConsts). storeTile:
  * FP16/BF16 output in items of 16 bytes (8 consecutive pixels of one channel), one vector store
  * where the pixels lie in one image and the destination is aligned, else one element at a time;
  * FP32 output and split-K partial sums (no bias) as rows of 32 consecutive pixels per warp.
@@ -30,9 +31,44 @@ namespace fused
  *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
  *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
  *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
-template <typename T, class C, typename TF = T>
-__device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)[C::MT][C::NT][4], float* sT,
-    int ctid, int wRow, int wn, int m0, int g, TF const* __restrict__ bias)
+/* The tile's biases and (quantized layers) the sums' scales, x's scale times each output channel's
+ * weight scale: channel ctid + i CONSUMERS in element i. The consumers load them before their main
+ * loop, where they wait for the first stage anyway; loaded in stageTile, they were global loads on
+ * the path from the last MMA to the stores (H100: 0.5-0.6 us more from the last MMA to the staged
+ * tile in INT8 than in FP16 on R50-c4, R50-c5 and OCD-l4, per-block timestamps). */
+template <class C>
+struct TileConsts
+{
+    static constexpr int R = (C::BM + C::CONSUMERS - 1) / C::CONSUMERS;
+    float bias[R];
+    float scale[R];
+};
+
+/* TileConsts of consumer thread ctid. The biases and the prepared weights' scales may be written by
+ * the previous kernel (the weight preparation): read after the dependency wait. */
+template <typename T, class C, typename TF>
+__device__ __forceinline__ TileConsts<C> loadTileConsts(
+    FusedArgs const& a, TF const* __restrict__ bias, int ctid, int m0, int g)
+{
+    gridDependencyWait();
+    TileConsts<C> k;
+    bool const withBias = (a.splits == 1 || a.clusterReduce) && a.withBias; // else the reduction kernel adds it
+#pragma unroll
+    for (int i = 0; i < TileConsts<C>::R; ++i)
+    {
+        int const c = ctid + i * C::CONSUMERS;
+        bool const in = c < C::BM && m0 + c < a.mg;
+        k.bias[i] = withBias && in ? dcn::simple::toFloat<TF>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
+        k.scale[i] = 0.0f;
+        if constexpr (dcn::simple::kQuantized<T>)
+            k.scale[i] = in ? a.xScale * __ldg(a.wScale + g * a.mg + m0 + c) : 0.0f;
+    }
+    return k;
+}
+
+template <typename T, class C>
+__device__ __forceinline__ void stageTile(
+    float const (&acc)[C::MT][C::NT][4], float* sT, int ctid, int wRow, int wn, TileConsts<C> const& k)
 {
     constexpr int LDT = stagedLd<C>();
     int const lane = ctid & 31;
@@ -62,16 +98,18 @@ __device__ __forceinline__ void stageTile(FusedArgs const& a, float const (&acc)
                 *reinterpret_cast<float2*>(sT + (ch + 8) * LDT + px) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
             }
         }
+    // The biases, then (quantized layers) the sums' scales.
     float* const sBias = sT + C::BM * LDT;
-    bool const withBias = (a.splits == 1 || a.clusterReduce) && a.withBias; // else the reduction kernel adds it
-    for (int c = ctid; c < C::BM; c += C::CONSUMERS)
-        sBias[c] = withBias && m0 + c < a.mg ? dcn::simple::toFloat<TF>(ldT(bias + g * a.mg + m0 + c)) : 0.0f;
-    if constexpr (dcn::simple::kQuantized<T>)
+#pragma unroll
+    for (int i = 0; i < TileConsts<C>::R; ++i)
     {
-        // The sums' scales, after the biases: x's scale times each output channel's weight scale.
-        float* const sScale = sBias + C::BM;
-        for (int c = ctid; c < C::BM; c += C::CONSUMERS)
-            sScale[c] = m0 + c < a.mg ? a.xScale * __ldg(a.wScale + g * a.mg + m0 + c) : 0.0f;
+        int const c = ctid + i * C::CONSUMERS;
+        if (c < C::BM)
+        {
+            sBias[c] = k.bias[i];
+            if constexpr (dcn::simple::kQuantized<T>)
+                sBias[C::BM + c] = k.scale[i];
+        }
     }
 }
 
@@ -109,12 +147,26 @@ __device__ __forceinline__ void storeTile(FusedArgs const& a, float const* sT, i
             float* dst = partial + static_cast<int64_t>(split) * a.cout * rowLen
                 + (static_cast<int64_t>(g) * a.mg + m0 + c0) * rowLen + (p - a.pixBase);
             int64_t const step = static_cast<int64_t>(CSTEP) * rowLen;
-#pragma unroll 8
-            for (int i = 0; i < C::BM / CSTEP; ++i, dst += step)
+            // kBatch rows at a time, their shared-memory reads before their stores (rows past `rows`
+            // read staged values that are not stored).
+            constexpr int ROWS = C::BM / CSTEP;
+            constexpr int kBatch = ROWS % 8 == 0 ? 8 : 1;
+            for (int i0 = 0; i0 < ROWS; i0 += kBatch, dst += kBatch * step)
             {
-                int const c = c0 + i * CSTEP;
-                if (c >= r0 && c < rows) // quantized layers: the sums times their scales (stageTile)
-                    *dst = dcn::simple::kQuantized<T> ? sT[c * LDT + px] * sBias[C::BM + c] : sT[c * LDT + px];
+                float v[kBatch];
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u)
+                {
+                    int const c = c0 + (i0 + u) * CSTEP; // quantized layers: the sums times their scales
+                    v[u] = dcn::simple::kQuantized<T> ? sT[c * LDT + px] * sBias[C::BM + c] : sT[c * LDT + px];
+                }
+#pragma unroll
+                for (int u = 0; u < kBatch; ++u)
+                {
+                    int const c = c0 + (i0 + u) * CSTEP;
+                    if (c >= r0 && c < rows)
+                        dst[u * step] = v[u];
+                }
             }
             return;
         }
@@ -217,6 +269,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     int const tq = lane & 3;
     float acc[C::MT][C::NT][4];
     eachAcc<C>(acc, [](float& v) { v = 0.0f; });
+    TileConsts<C> const consts = loadTileConsts<T, C, TF>(a, bias, tid, m0, g);
 
     int wRow = wm * C::WTM; // the warp's first row in the tile
     if constexpr (C::WG)
@@ -354,7 +407,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
     // this grid); the producer warps count as triggered once they have exited.
     gridDependencyTrigger();
     float* const sT = reinterpret_cast<float*>(const_cast<T*>(sA));
-    stageTile<T, C, TF>(a, acc, sT, tid, wRow, wn, m0, g, bias);
+    stageTile<T, C>(acc, sT, tid, wRow, wn, consts);
     int2 rows = make_int2(0, C::BM);
     float* part = a.splits > 1 ? partial : nullptr;
     if (a.clusterReduce)
