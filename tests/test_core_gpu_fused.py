@@ -103,6 +103,7 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
                 "FP32 only",  # 32-channel TMA tiles
                 "not built for",  # (tile, precision) pairs AUTO never chooses
                 "channel tiles in pairs",  # the sample-sharing tile: an odd number of channel tiles
+                "quantized (INT8, FP8) layers only",  # the 8-bit tiles (tests/test_core_gpu_quant.py)
             )
             assert any(r in str(exc) for r in reasons), str(exc)
             continue
@@ -152,23 +153,30 @@ def test_auto_picks_fused_and_matches_forced_fused(lib, need_fused) -> None:
 @pytest.mark.gpu
 def test_tiles_not_built_for_a_precision_refuse_it(lib, need_fused) -> None:
     """A (tile, precision) pair AUTO never chooses has no kernel: forcing it fails with a message
-    that says so, on any compute capability the fused kernel runs on."""
+    that says so, on any compute capability the fused kernel runs on. An 8-bit tile forced on a
+    float layer is refused for its element type."""
     from dcnconvert.errors import UnsupportedNodeError
 
     case = next(c for c in FUSED_CASES if c.name == "f_nhwc_images")  # 64 channels: every tile applies
-    refused = 0
+    refused = eight_bit = 0
     for tile in core_fused.tile_infos(lib):
         for dtype in DTYPES:
             fp32 = dtype == "float32"
+            inputs, _, _ = inputs_refs(case, dtype)
+            if tile.bk == 128:  # an 8-bit tile: refused for the element type before the channel count
+                with pytest.raises(UnsupportedNodeError, match=r"take quantized \(INT8, FP8\) layers only"):
+                    run_core(lib, case, dtype, inputs, core.ALGO_FUSED_TILE + tile.index)
+                eight_bit += 1
+                continue
             cannot = (fp32 and tile.bk > 32) or (not fp32 and tile.min_cc >= 90 and tile.bk == 32)
             if tile.takes(dtype) or cannot:
                 continue  # built, or what its kernel cannot take (64-channel chunks, 128-byte TMA rows)
-            inputs, _, _ = inputs_refs(case, dtype)
             with pytest.raises(UnsupportedNodeError, match="not built for"):
                 run_core(lib, case, dtype, inputs, core.ALGO_FUSED_TILE + tile.index)
             refused += 1
     # async-* and regs-128x64 in 3xTF32, wg-256x64-tf32 in 3xTF32, wg-128x128 in FP16, -p16 in BF16
     assert refused >= 7, refused
+    assert eight_bit >= 3 * len(DTYPES), eight_bit
 
 
 @pytest.mark.gpu

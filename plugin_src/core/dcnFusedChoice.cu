@@ -191,14 +191,16 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
     {
         if (mg * kg > INT32_MAX)
             return "a group's weights exceed the 32-bit offsets of the channel-vectorised kernel";
+        // The element type first: a float layer forced onto an 8-bit tile (or the reverse) is refused
+        // for that, whatever its channel counts.
+        if (quantizedType(kernelType(p)) != quantizedType(kTiles[tile].bk == 128 ? kDCN_INT8 : kDCN_FLOAT32))
+            return kTiles[tile].bk == 128 ? "the 128-channel-chunk tiles take quantized (INT8, FP8) layers only"
+                                          : "quantized (INT8, FP8) layers run on the 128-channel-chunk tiles only";
         if (!nhwcApplies(p, weightBk(kTiles[tile], p)))
             return kTiles[tile].bk == 32 ? "the channel-vectorised tiles need channels per group and per deformable group divisible by 32"
                 : kTiles[tile].bk == 64  ? "the 64-channel-chunk tiles need channels per group and per deformable group divisible by 64"
                                          : "the 128-channel-chunk tiles need channels per group and per deformable group divisible by 128, "
                                            "or 64 channels per group and per deformable group a multiple of 64";
-        if (quantizedType(kernelType(p)) != quantizedType(kTiles[tile].bk == 128 ? kDCN_INT8 : kDCN_FLOAT32))
-            return kTiles[tile].bk == 128 ? "the 128-channel-chunk tiles take quantized (INT8, FP8) layers only"
-                                          : "quantized (INT8, FP8) layers run on the 128-channel-chunk tiles only";
         if (kTiles[tile].bk == 64 && kernelType(p) == kDCN_FLOAT32)
             return "the 64-channel-chunk tiles take FP16/BF16 only";
         if (kTiles[tile].tmaA && kTiles[tile].bk == 32 && kernelType(p) != kDCN_FLOAT32)
