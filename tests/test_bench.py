@@ -448,3 +448,20 @@ def test_cluster_capacity_builds_and_reports(tmp_path):
         assert 0 < blocks <= sms
         if cluster == 1:
             assert blocks == sms
+
+
+def test_block_timeline_instruments_the_current_core(tmp_path):
+    """bench/block_timeline.py inserts its stamps after anchors in the core's sources: each anchor
+    must still be there (a renamed line fails here, not on the GPU machine), and the copy differs
+    from plugin_src only by the inserted lines."""
+    sys.path.insert(0, str(BENCH))
+    import block_timeline
+
+    sites = block_timeline.instrument(tmp_path)
+    assert sites == len(block_timeline.EDITS) == 14
+    for name in {edit[0] for edit in block_timeline.EDITS} | {"dcnFusedTma.cuh", "dcnFusedSm90a.cu"}:
+        original = (REPO / "plugin_src" / "core" / name).read_text().splitlines()
+        copy = (tmp_path / "plugin_src" / "core" / name).read_text().splitlines()
+        it = iter(copy)
+        assert all(line in it for line in original), f"{name}: the copy lost or reordered lines"
+        assert len(copy) > len(original), name
