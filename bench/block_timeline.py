@@ -78,7 +78,8 @@ extern "C" __attribute__((visibility("default"))) int dcnStampsClear()
 #endif
 """
 
-_N, _K, _CL = "dcnFusedNhwc.cuh", "dcnFusedNhwcConsumers.cuh", "dcnFusedCluster.cuh"
+_N, _K, _E = "dcnFusedNhwc.cuh", "dcnFusedNhwcConsumers.cuh", "dcnFusedNhwcEpilogue.cuh"
+_CL = "dcnFusedCluster.cuh"
 #: (file, anchor, lines skipped, indent, DCN_STAMP's arguments): the stamp goes after the line where
 #: the anchor's first occurrence ends, and after `skipped` more lines.
 EDITS = (
@@ -90,7 +91,7 @@ EDITS = (
     (_N, "if (nChunks > 0)\n            ensurePlan();", 0, 8, "ptid == 0, 1"),
     (_N, "mbarArrive(fullB + 8 * ((nChunks - 1) % C::STAGES));", 2, 8, "ptid == 0, 6"),
     (_K, "// and its weight tile landed", 0, 12, "tid == 0 && kc == 0, 2"),
-    (_K, "// Every consumer warp is past its last MMA", 1, 4, "ctid == 0, 15"),
+    (_E, "// Every consumer warp is past its last MMA", 1, 4, "ctid == 0, 15"),
     (_K, "v = static_cast<float>(__float_as_int(v));", 0, 4, "tid == 0, 3"),
     (_K, "rows = clusterReduceTile<C>(a, sT, tid, m0);", 2, 4, "tid == 0, 4"),
     (_K, "storeTile<T, C>(a, sT, tid, p0, m0, g, split, out, part", 0, 4, "tid == 0, 5"),

@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(256) dcnSplitReduceKernel(FusedArgs const a, f
     uint32_t const nf = a.divHoWo.div(static_cast<uint32_t>(pf));
     int64_t const rf = pf - static_cast<int64_t>(nf) * a.howo;
     T* const dst = out + nf * a.outImg + co * a.howo + rf;
-    if (QOUT) // a quantized output (the partial sums were scaled, dcnFusedNhwcConsumers.cuh)
+    if (QOUT) // a quantized output (the partial sums were scaled, dcnFusedNhwcEpilogue.cuh)
     {
 #pragma unroll
         for (int j = 0; j < 4; ++j)

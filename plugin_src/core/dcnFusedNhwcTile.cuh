@@ -48,7 +48,7 @@ struct NTile
     // channels) with the 64 pixels as rows (A: the sample tile) and output channels as columns (B:
     // the weight tile). Per K step a warpgroup reads the weights once and the samples once per 128
     // output channels, where the m64n64 form reads the samples once per 64. The epilogue transposes
-    // through shared memory (stageTile, dcnFusedNhwcConsumers.cuh).
+    // through shared memory (stageTile, dcnFusedNhwcEpilogue.cuh).
     static constexpr bool SWAP = WG_ && BN_ == 64;
     static constexpr int SWAP_N = BM_ / (CW_ / 4) < 128 ? BM_ / (CW_ / 4) : 128;
     static constexpr int MT_STRIDE = WG_ ? 64 : 16;
