@@ -1,11 +1,7 @@
-"""``dcnconvert plugin build`` (dcnconvert.backend.plugin.compile and .headers, the ``plugin`` CLI
-group).
-
-Most tests need neither nvcc nor TensorRT's headers: the tag candidates, architecture parsing, the nvcc
-lookup, the header sources (a folder, a git clone, a ``file://`` tarball, all made of a tiny fake
-``include/``), the offline error, and the cache logic through a fake ``make`` and a fake ``nvcc`` (shell
-scripts that write a library stand-in carrying the build-info line). One test compiles the real plugin
-(``trt_headers`` and nvcc): once, about a minute and a half on two cores.
+"""``dcnconvert plugin build`` (dcnconvert.backend.plugin.compile, the ``plugin`` CLI group): versions,
+tags and architectures, the cache through a fake ``make`` and a fake ``nvcc`` (support.fake_build),
+and one real build of the plugin (``trt_headers`` and nvcc: about a minute and a half on two cores).
+The header sources are tested in test_headers.py, the nvcc lookup in test_toolchain.py.
 """
 
 from __future__ import annotations
@@ -13,9 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
-import subprocess
-import sys
 import tarfile
 import time
 from pathlib import Path
@@ -23,117 +16,15 @@ from pathlib import Path
 import pytest
 from cli_runner import error_lines, invoke, one_json
 from conftest import trt_header_dirs
+from support.fake_build import BUILD, empty, fake_include, script
 
 from dcnconvert.backend.plugin import compile as plugin_build
 from dcnconvert.backend.plugin import headers as plugin_headers
 from dcnconvert.backend.plugin import library as plugin_lib
-from dcnconvert.backend.plugin import runtimes, toolchain
-from dcnconvert.errors import MissingDependencyError, UsageError
+from dcnconvert.backend.plugin import runtimes
+from dcnconvert.errors import UsageError
 
 pytestmark = pytest.mark.plugin_build
-
-FAKE_NVCC = """#!/bin/sh
-case "$1" in
-  --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;
-  --list-gpu-code) printf 'sm_75\\nsm_80\\nsm_86\\nsm_89\\nsm_90\\nsm_100\\nsm_120\\n' ;;
-  *) echo "fake nvcc: $*" >&2; exit 1 ;;
-esac
-"""
-
-# Writes the library where plugin.mk would, with the build-info line of the headers it was given (and,
-# for tensorrt-rtx, the forwarding object beside it unless $FAKE_MAKE_NO_FORWARD is set), and echoes the
-# recipe lines (starting with $NVCC) that the progress lines are made from.
-FAKE_MAKE = r"""#!/bin/sh
-echo "$*" >> "$FAKE_MAKE_LOG"
-for arg in "$@"; do
-  case "$arg" in
-    PLUGIN_BUILD_DIR=*) out="${arg#*=}" ;;
-    NVCC=*) nvcc="${arg#*=}" ;;
-    TENSORRT_INCLUDE_DIR=*) inc="${arg#*=}" ;;
-    PLUGIN_RUNTIME=tensorrt-rtx) runtime="runtime=tensorrt-rtx runtime_major=1 runtime_min_minor=5 " ;;
-  esac
-done
-if [ -n "$FAKE_MAKE_FAIL" ]; then
-  echo "core/dcnFused.cu(12): error: something is wrong"
-  echo "make: *** [plugin.mk:99] Error 1"
-  exit 2
-fi
-v() {
-  sed -n "s/^#define \(NV_TENSORRT_$1\|TRT_$1_ENTERPRISE\) *\([0-9][0-9]*\).*/\2/p" "$inc/NvInferVersion.h" \
-    | head -n 1
-}
-echo "$nvcc -O3 -c -o /x/dcnFused.o core/dcnFused.cu"
-echo "$nvcc -std=c++17 -c -o $out/registration.o trt/registration.cpp"
-echo "$nvcc -shared -cudart static -o $out/libdcnconvert_plugin.so.tmp x.o"
-mkdir -p "$out"
-printf 'ELF\000dcnconvert-plugin-build-info: tensorrt_headers=%s %scuda_runtime=13000 %s\000' \
-  "$(v MAJOR).$(v MINOR).$(v PATCH)" "$runtime" "archs=sm_90a compute_90" > "$out/libdcnconvert_plugin.so"
-if [ -n "$runtime" ] && [ -z "$FAKE_MAKE_NO_FORWARD" ]; then
-  echo "$nvcc -shared -cudart none -o $out/libdcnconvert_rtx_forward.so.tmp trt/rtxForwardObject.c"
-  printf 'ELF forwarder\000' > "$out/libdcnconvert_rtx_forward.so"
-else
-  rm -f "$out/libdcnconvert_rtx_forward.so"
-fi
-"""
-#: ``plugin build`` for TensorRT 10.16.1.11 and sm_90.
-BUILD = ("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
-
-
-
-
-def empty(folder: Path) -> bool:
-    return not folder.exists() or not any(folder.iterdir())
-
-
-
-
-
-
-def script(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC | stat.S_IXGRP | stat.S_IXOTH)
-    return path
-
-
-def fake_include(folder: Path, major: int, minor: int, patch: int = 0, indirect: bool = True) -> Path:
-    """``folder`` holding NvInfer.h and NvInferVersion.h of TensorRT ``major.minor.patch`` (with the
-    TRT_*_ENTERPRISE indirection of 10.6+ when ``indirect``)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    names = {"MAJOR": major, "MINOR": minor, "PATCH": patch, "BUILD": 7}
-    if indirect:
-        lines = [f"#define TRT_{k}_ENTERPRISE {v}" for k, v in names.items()]
-        lines += [f"#define NV_TENSORRT_{k} TRT_{k}_ENTERPRISE //!< TensorRT {k.lower()}" for k in names]
-    else:
-        lines = [f"#define NV_TENSORRT_{k} {v} //!< TensorRT {k.lower()}" for k, v in names.items()]
-    (folder / "NvInferVersion.h").write_text("\n".join(lines) + "\n")
-    (folder / "NvInfer.h").write_text('#include "NvInferVersion.h"\n')
-    return folder
-
-
-@pytest.fixture
-def isolated(tmp_path, monkeypatch) -> Path:
-    """An empty cache, no TensorRT headers anywhere on this machine, no plugin-library override."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv(plugin_lib.CACHE_ENV_VAR, str(cache))
-    for var in ("TENSORRT_INCLUDE_DIR", "TRT_ROOT", "CONDA_PREFIX", plugin_headers.SOURCE_ENV_VAR,
-                plugin_lib.ENV_VAR):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(plugin_headers, "SYSTEM_HEADER_DIRS", ())
-    return cache
-
-
-@pytest.fixture
-def fake_tools(tmp_path, monkeypatch, isolated) -> Path:
-    """A fake nvcc ($NVCC) and a fake make first on PATH; returns make's log of its command lines."""
-    bin_dir = tmp_path / "fakebin"
-    script(bin_dir / "make", FAKE_MAKE)
-    monkeypatch.setenv("NVCC", str(script(bin_dir / "nvcc", FAKE_NVCC)))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-    log = tmp_path / "make.log"
-    monkeypatch.setenv("FAKE_MAKE_LOG", str(log))
-    return log
-
 
 # ------------------------------------------------------------------------------------------------
 # versions, tags, architectures
@@ -207,185 +98,6 @@ def test_no_tensorrt_is_a_usage_error(fake_tools, monkeypatch):
     assert res.exit_code == 2
     (line,) = error_lines(res)
     assert "no TensorRT is installed" in line and "--tensorrt-version" in res.stderr
-
-
-# ------------------------------------------------------------------------------------------------
-# nvcc
-# ------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def no_nvcc(tmp_path, monkeypatch):
-    """PATH without nvcc, no $NVCC/$CUDA_HOME/$CUDA_PATH, no fallback folder, no nvcc wheel."""
-    empty = tmp_path / "emptybin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    for var in ("NVCC", "CUDA_HOME", "CUDA_PATH"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(toolchain, "FALLBACK_NVCC_DIRS", ())
-    monkeypatch.setattr(toolchain, "wheel_nvcc_dirs", lambda: [])
-    return empty
-
-
-def test_nvcc_from_each_place(no_nvcc, tmp_path, monkeypatch):
-    with pytest.raises(MissingDependencyError) as err:
-        plugin_build.find_nvcc()
-    assert "nvcc" in err.value.message and "$CUDA_HOME/bin (unset)" in err.value.message
-    assert "pip install nvidia-cuda-nvcc" in err.value.hint and "NVCC" in err.value.hint
-
-    cuda = script(tmp_path / "cuda" / "bin" / "nvcc", FAKE_NVCC)
-    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "cuda"))
-    assert plugin_build.find_nvcc() == plugin_build.Nvcc(cuda, "13.0.88")
-    wheel = script(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc", FAKE_NVCC)
-    monkeypatch.delenv("CUDA_PATH")
-    monkeypatch.setattr(toolchain, "wheel_nvcc_dirs", lambda: [wheel.parent])
-    assert plugin_build.find_nvcc().path == wheel
-    on_path = script(no_nvcc / "nvcc", FAKE_NVCC)
-    assert plugin_build.find_nvcc().path == on_path  # PATH comes before the wheel
-    given = script(tmp_path / "elsewhere" / "my-nvcc", FAKE_NVCC)
-    monkeypatch.setenv("NVCC", str(given))
-    assert plugin_build.find_nvcc().path == given
-
-
-def test_wheel_nvcc_dirs_look_on_sys_path(tmp_path, monkeypatch):
-    wheel = script(tmp_path / "site" / "nvidia" / "cu13" / "bin" / "nvcc", FAKE_NVCC)
-    monkeypatch.setattr(sys, "path", [str(tmp_path / "nowhere"), str(tmp_path / "site")])
-    assert toolchain.wheel_nvcc_dirs() == [wheel.parent]
-
-
-def test_missing_nvcc_exits_4(no_nvcc, isolated, monkeypatch):
-    res = invoke(*BUILD, "--json")
-    assert res.exit_code == 4
-    (line,) = error_lines(res)
-    assert "nvcc" in line and "not found" in line and "PATH" in line
-    assert "pip install nvidia-cuda-nvcc" in res.stderr
-    obj = one_json(res.stdout)
-    assert obj["errors"][0]["type"] == "MissingDependencyError" and obj["exit_code"] == 4
-
-    monkeypatch.setenv("NVCC", "/nowhere/nvcc")
-    res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90")
-    assert res.exit_code == 4
-    (line,) = error_lines(res)
-    assert "$NVCC=/nowhere/nvcc" in line
-
-
-# ------------------------------------------------------------------------------------------------
-# headers
-# ------------------------------------------------------------------------------------------------
-
-
-def tarball(path: Path, include: Path, top: str) -> Path:
-    """A tarball of a repository stand-in: ``top/include/...`` and a file outside include/."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    readme = include.parent / "README.md"
-    readme.write_text("not headers")
-    with tarfile.open(path, "w:gz") as tar:
-        tar.add(include, arcname=f"{top}/include")
-        tar.add(readme, arcname=f"{top}/README.md")
-    return path
-
-
-def test_offline_is_one_error_saying_what_to_fetch_and_where(fake_tools, tmp_path):
-    for source in (f"file://{tmp_path}/missing/{{tag}}.tar.gz", "http://127.0.0.1:9/{tag}.tar.gz"):
-        res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90",
-                     "--headers-source", source, "--json")
-        assert res.exit_code == 4, res.stderr
-        (line,) = error_lines(res)
-        assert "TensorRT 10.16.1.11's headers were not found" in line
-        assert source.replace("{tag}", "v10.16.1") in line
-        assert "include/ of NVIDIA/TensorRT at tag v10.16" in res.stderr
-        assert str(tmp_path / "cache" / "headers" / "v10.16" / "include") in res.stderr
-        assert "--headers DIR" in res.stderr
-        assert one_json(res.stdout)["errors"][0]["exit_code"] == 4
-    assert not fake_tools.exists()  # make never ran
-    assert empty(tmp_path / "cache" / "headers") and empty(tmp_path / "cache" / "plugins")
-
-
-def test_url_source_keeps_only_include(isolated, tmp_path):
-    inc = fake_include(tmp_path / "repo" / "include", 10, 16, 0)
-    (inc / "impl").mkdir()
-    (inc / "impl" / "NvInferImpl.h").write_text("// impl\n")
-    tarball(tmp_path / "src" / "v10.16.tar.gz", inc, "TensorRT-10.16")
-    found = plugin_headers.find_headers("10.16.1.11", source=f"file://{tmp_path}/src/{{tag}}.tar.gz")
-    assert found.include_dir == isolated / "headers" / "v10.16" / "include"
-    assert found.version == "10.16.0" and found.origin == "fetched (v10.16)"
-    stored = sorted(p.relative_to(isolated / "headers" / "v10.16").as_posix()
-                    for p in (isolated / "headers" / "v10.16").rglob("*") if p.is_file())
-    assert stored == ["include/NvInfer.h", "include/NvInferVersion.h", "include/impl/NvInferImpl.h"]
-    assert not any((isolated / "tmp").iterdir())  # the temporary folder is gone
-    # Next time from the cache, without the source.
-    shutil.rmtree(tmp_path / "src")
-    again = plugin_headers.find_headers("10.16.1.11", source=f"file://{tmp_path}/src/{{tag}}.tar.gz")
-    assert again.include_dir == found.include_dir and again.origin == "cache (v10.16)"
-
-
-def test_folder_source_with_tags_or_one_include(isolated, tmp_path):
-    fake_include(tmp_path / "tags" / "v10.3.0" / "include", 10, 3, 0, indirect=False)
-    fake_include(tmp_path / "tags" / "v11.1" / "include", 11, 1, 0)
-    found = plugin_headers.find_headers("10.3.0.26", source=str(tmp_path / "tags"))
-    assert found.version == "10.3.0" and found.include_dir == isolated / "headers" / "v10.3.0" / "include"
-    found = plugin_headers.find_headers("11.1.0.106", source=str(tmp_path / "tags"))
-    assert found.version == "11.1.0" and found.include_dir == isolated / "headers" / "v11.1" / "include"
-    # A folder holding include/ itself is stored under the tag of the version it states.
-    fake_include(tmp_path / "plain" / "include", 10, 13, 2)
-    found = plugin_headers.find_headers("10.13.2.6", source=str(tmp_path / "plain"))
-    assert found.include_dir == isolated / "headers" / "v10.13.2" / "include" and found.version == "10.13.2"
-    with pytest.raises(MissingDependencyError, match="holds no NvInfer.h of TensorRT 11"):  # another major
-        plugin_headers.find_headers("11.0.0", source=str(tmp_path / "plain"))
-
-
-def test_git_source(isolated, tmp_path, monkeypatch):
-    repo = tmp_path / "TensorRT"
-    fake_include(repo / "include", 10, 16, 0)
-    (repo / "README.md").write_text("not headers\n")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", "-c",
-           "commit.gpgsign=false", "-c", "tag.gpgsign=false"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "headers"], check=True)
-    subprocess.run([*git, "tag", "v10.16"], check=True)
-    (repo / "include" / "NvInfer.h").write_text("// changed after the tag\n")  # the work tree is not used
-    monkeypatch.setenv(plugin_headers.SOURCE_ENV_VAR, str(repo))  # the source from the environment
-    found = plugin_headers.find_headers("10.16.1.11")
-    assert found.origin == "fetched (v10.16)" and found.version == "10.16.0"
-    assert (found.include_dir / "NvInfer.h").read_text() == '#include "NvInferVersion.h"\n'
-    assert not (found.include_dir.parent / "README.md").exists()
-    with pytest.raises(MissingDependencyError) as err:
-        plugin_headers.find_headers("10.15.0", source=str(repo))
-    assert "no tag v10.15" in err.value.message and "v10.15/include" in err.value.hint
-
-
-def test_bad_source_is_a_usage_error(isolated, tmp_path):
-    with pytest.raises(UsageError, match="without"):
-        plugin_headers.find_headers("10.16.1", source="https://example.com/TensorRT.tar.gz")
-    with pytest.raises(UsageError, match="neither"):
-        plugin_headers.find_headers("10.16.1", source=str(tmp_path / "no-such-folder"))
-
-
-def test_local_headers_of_another_major_are_skipped(fake_tools, tmp_path, monkeypatch):
-    eleven = fake_include(tmp_path / "trt11" / "include", 11, 1, 0)
-    ten = fake_include(tmp_path / "trt10" / "include", 10, 16, 0)
-    monkeypatch.setenv("TENSORRT_INCLUDE_DIR", str(eleven))
-    monkeypatch.setattr(plugin_headers, "SYSTEM_HEADER_DIRS", (str(tmp_path / "none"), str(ten)))
-    res = invoke(*BUILD, "--json")
-    assert res.exit_code == 0, res.stderr
-    assert f"skipping the headers in {eleven} ($TENSORRT_INCLUDE_DIR): TensorRT 11.1.0, not TensorRT 10" \
-        in res.stderr
-    obj = one_json(res.stdout)
-    assert obj["headers_dir"] == str(ten.resolve()) and obj["headers_version"] == "10.16.0"
-    assert f"TENSORRT_INCLUDE_DIR={ten.resolve()}" in fake_tools.read_text()
-
-
-def test_given_headers_of_another_major_are_refused(fake_tools, tmp_path):
-    eleven = fake_include(tmp_path / "trt11" / "include", 11, 1, 0)
-    res = invoke(*BUILD, "--headers", eleven)
-    assert res.exit_code == 2
-    (line,) = error_lines(res)
-    assert f"--headers {eleven} holds TensorRT 11.1.0 headers" in line
-    res = invoke("plugin", "build", "--tensorrt-version", "10.16.1.11", "--arch", "sm_90",
-                 "--headers", tmp_path)
-    assert res.exit_code == 2 and "no NvInfer.h" in error_lines(res)[0]
-    assert not fake_tools.exists()
 
 
 # ------------------------------------------------------------------------------------------------
