@@ -5,7 +5,7 @@ dilation 1-2, spatial sizes up to 160x200), asks the host-only choice (``dcnFuse
 split tail) what AUTO runs on each device profile, and prints, per precision, how often each tile
 was picked per device class (8.x, 9.x, 10+) and the tiles the library builds for that precision
 (``dcnFusedTileInfo``) that it never picked: a kernel only forced runs would reach, which the
-family should not hold (``tests/test_core_build.py`` checks there is none). The profiles are (SMs,
+family should not hold (``tests/test_core_choice.py`` checks there is none). The profiles are (SMs,
 opt-in shared memory per block, compute capability as 10 x major + minor) of common GPUs:
 
     python3 bench/fused_reach.py --problems 20000 --lib build/libdcnconvert_core.so

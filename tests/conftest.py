@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -135,6 +137,32 @@ def engine_builder_available() -> str | None:
     except DcnConvertError as exc:
         return f"{trt_reason}; TensorRT-RTX is installed but has no plugin library here ({exc})"
     return None
+
+
+def core_nvcc() -> str | None:
+    """nvcc for building the CUDA core: $NVCC or nvcc on PATH."""
+    return shutil.which(os.environ.get("NVCC", "nvcc"))
+
+
+@pytest.fixture(scope="session")
+def built_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The core built once per session with `make core` into a temporary BUILD_DIR (the repo's build/
+    is untouched), for the CPU-side core tests (test_core_build.py, test_core_choice.py)."""
+    nvcc = core_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found on PATH (set NVCC): the CUDA core cannot be compiled here")
+    out = tmp_path_factory.mktemp("core_build")
+    proc = subprocess.run(
+        ["make", "-C", str(REPO / "plugin_src"), "core", f"BUILD_DIR={out}", f"NVCC={nvcc}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, f"make core failed:\n{proc.stdout}\n{proc.stderr}"
+    lib = out / "libdcnconvert_core.so"
+    assert lib.is_file()
+    return lib
 
 
 @pytest.fixture
