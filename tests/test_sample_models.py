@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from support import samples
-from support.evaluate import BACKENDS, is_plugin_node, run_model
+from support.evaluate import BACKENDS, is_plugin_node, ort_outputs, run_model
 
 from dcnconvert.transform.plugin import rewrite_model
 from dcnconvert.transform.standard import to_standard_model
@@ -34,13 +33,6 @@ TOLERANCE = 1e-5  # times max|ORT output|
 
 def _load(name: str) -> onnx.ModelProto:
     return onnx.load(str(SAMPLES / name))
-
-
-def _ort(model, feeds):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
 
 
 def test_generator_reproduces_committed_files_bit_for_bit(tmp_path):
@@ -119,7 +111,7 @@ def _compare(model, feeds, backend="onnxruntime") -> float:
     standard = to_standard_model(model)
     onnx.checker.check_model(standard)
     got = run_model(rewritten, feeds, backend=backend)
-    expected = _ort(standard, feeds)
+    expected = ort_outputs(standard, feeds)
     worst = 0.0
     for name, ref in expected.items():
         scale = float(np.abs(ref).max())
@@ -179,7 +171,7 @@ def test_reference_and_rewrite_commands_on_samples(name, tmp_path):
     model = _load(name)
     dims = {"batch": 2, "height": 10, "width": 9} if name == RESNET else None
     feeds = _feeds(model, 13, dims=dims)
-    expected = _ort(onnx.load(str(std_path)), feeds)
+    expected = ort_outputs(onnx.load(str(std_path)), feeds)
     got = run_model(onnx.load(str(rw_path)), feeds)
     for key, ref in expected.items():
         np.testing.assert_allclose(got[key], ref, rtol=0, atol=TOLERANCE * float(np.abs(ref).max()))

@@ -362,3 +362,10 @@ def input_feeds(
             value = rng.standard_normal(shape)
         feeds[vi.name] = value.astype(dtype)
     return feeds
+
+
+def random_initializer(
+    rng: np.random.Generator, name: str, shape: Sequence[int], scale: float = 0.3
+) -> onnx.TensorProto:
+    """An FP32 initializer ``name`` of N(0, scale^2) values."""
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)

@@ -23,10 +23,9 @@ import itertools
 from typing import NamedTuple
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from support import samples
-from support.evaluate import BACKENDS, is_plugin_node, run_model
+from support.evaluate import BACKENDS, is_plugin_node, ort_outputs, run_model
 
 from dcnconvert.transform.plugin import rewrite_model
 from dcnconvert.transform.standard import to_standard_model
@@ -117,13 +116,6 @@ for _form in samples.FORMS:
         PARAMS.append(pytest.param(_form, _i, _case, id=_case_id(_form, _i, _case)))
 
 
-def _ort_run(model, feeds):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
-
-
 def _push_offsets_out(feeds: dict[str, np.ndarray], factor: float) -> None:
     """Scale the offsets so that many samples land outside the image (and across -1 and H/W)."""
     if "offset" in feeds:
@@ -146,7 +138,7 @@ def check_equivalent(model, seed: int, far: bool = False, backend: str = "onnxru
     for name, value in feeds.items():
         assert np.abs(value).max() > 0, name
     got = run_model(rewritten, feeds, backend=backend)
-    expected = _ort_run(standard, feeds)
+    expected = ort_outputs(standard, feeds)
     worst = 0.0
     for name, ref in expected.items():
         scale = float(np.abs(ref).max())

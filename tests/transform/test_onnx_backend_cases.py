@@ -13,9 +13,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from support.evaluate import BACKENDS, is_plugin_node, run_model
+from support.evaluate import BACKENDS, is_plugin_node, ort_outputs, run_model
 
 from dcnconvert import schema
 from dcnconvert.transform.plugin import rewrite_model
@@ -80,9 +79,6 @@ def test_standard_case_runs_in_onnxruntime(name):
     std = to_standard_model(case.model)
     assert [n.op_type for n in std.graph.node if n.op_type == "DeformConv"] == ["DeformConv"]
     feeds, expected = _feeds_and_expected(case)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(std.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+    got = ort_outputs(std, feeds)
     for out_name, value in expected.items():
         np.testing.assert_allclose(got[out_name], value, rtol=1e-6, atol=1e-6, err_msg=out_name)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 from support import samples
+from support.evaluate import ort_outputs
 from support.nodes import node_attrs, plugin_nodes
 
 from dcnconvert import schema
@@ -25,11 +25,7 @@ ATTR = onnx.AttributeProto
 
 
 def _run(model: onnx.ModelProto, feeds: dict, outputs=None) -> list:
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    wanted = {i.name for i in sess.get_inputs()}
-    return sess.run(outputs, {k: v for k, v in feeds.items() if k in wanted})
+    return list(ort_outputs(model, feeds, outputs).values())
 
 
 def _helper_outputs(model: onnx.ModelProto, names, feeds: dict) -> dict:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, numpy_helper
 from support import samples
+from support.evaluate import ort_outputs
 from support.nodes import node_attrs
 
 from dcnconvert import schema
@@ -35,10 +35,7 @@ FALLBACK = [name for name, case in gen.CASES.items() if not case.honoured]
 
 
 def _ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
+    return next(iter(ort_outputs(model, feeds).values()))
 
 
 def _plugin(model: onnx.ModelProto) -> onnx.NodeProto:

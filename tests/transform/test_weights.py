@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support import evaluate, samples
+from support.evaluate import ort_outputs
 from support.nodes import node_attrs, plugin_nodes
 
 from dcnconvert import schema
@@ -33,15 +33,6 @@ TAO = "tao_ModulatedDeformConv2d.onnx"
 TOLERANCE = 1e-5  # times max|expected|
 #: Samples with non-square stride/padding/dilation (refused by trt-builtin).
 NON_SQUARE = {"dcnconvert_ModulatedDeformConv2d", "dcn_resnet_block", "torch_dynamo_DeformConv2d_opset22"}
-
-
-def _ort(model: onnx.ModelProto, feeds: dict) -> dict:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    wanted = {i.name for i in session.get_inputs()}
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, {k: v for k, v in feeds.items() if k in wanted}), strict=True))
 
 
 def _feeds(model: onnx.ModelProto, seed: int) -> dict:
@@ -92,7 +83,7 @@ def test_sample_models_embed_by_default_and_compute_the_same(path):
     nodes = plugin_nodes(inputs)
     assert all(len(n.input) in (4, 5) and schema.ATTR_WEIGHT not in node_attrs(n) for n in nodes)
     feeds = _feeds(model, seed=21)
-    want = _ort(to_standard_model(model), feeds)
+    want = ort_outputs(to_standard_model(model), feeds)
     for backend in evaluate.BACKENDS:
         _assert_same(evaluate.run_model(embedded, feeds, backend=backend), want)
         _assert_same(evaluate.run_model(inputs, feeds, backend=backend), want)
@@ -165,7 +156,7 @@ def test_weight_that_is_a_graph_input_stays_an_input(caplog):
     assert [t.name for t in out.graph.initializer] == ["bias"]  # the constant bias is not split off
     feeds = samples.input_feeds(samples.build("mmcv.MMCVModulatedDeformConv2d", seed=3), seed=4)
     feeds["weight"] = np.random.default_rng(5).standard_normal((6, 4, 3, 3)).astype(np.float32)
-    _assert_same(evaluate.run_model(out, feeds), _ort(to_standard_model(model), feeds))
+    _assert_same(evaluate.run_model(out, feeds), ort_outputs(to_standard_model(model), feeds))
 
 
 def test_computed_weight_and_bias_input_stay_inputs():
@@ -247,7 +238,7 @@ def test_shared_initializer_is_kept():
     embedded = numpy_helper.to_array(node_attrs(plugin)["weight"])
     np.testing.assert_array_equal(embedded, numpy_helper.to_array(kept))
     feeds = samples.input_feeds(model, seed=3)
-    _assert_same(evaluate.run_model(out, feeds), _ort(to_standard_model(model), feeds))
+    _assert_same(evaluate.run_model(out, feeds), ort_outputs(to_standard_model(model), feeds))
 
 
 def test_two_nodes_sharing_a_weight_both_embed_it():
@@ -263,7 +254,7 @@ def test_two_nodes_sharing_a_weight_both_embed_it():
     a, b = (weights.embedded_tensors(n)["weight"] for n in plugin_nodes(out))
     assert a.SerializeToString() == b.SerializeToString()
     feeds = samples.input_feeds(model, seed=2)
-    _assert_same(evaluate.run_model(out, feeds), _ort(to_standard_model(model), feeds))
+    _assert_same(evaluate.run_model(out, feeds), ort_outputs(to_standard_model(model), feeds))
 
 
 def test_constant_node_bias():
@@ -282,7 +273,7 @@ def test_constant_node_bias():
     out, _ = rewrite_model(model)
     assert [n.op_type for n in out.graph.node] == ["Constant", schema.PLUGIN_NAME]
     feeds = samples.input_feeds(model, seed=5)
-    _assert_same(evaluate.run_model(out, feeds), _ort(model, feeds))
+    _assert_same(evaluate.run_model(out, feeds), ort_outputs(model, feeds))
 
 
 def test_value_info_of_a_dropped_initializer_goes_with_it():
@@ -313,7 +304,7 @@ def test_retarget_to_trt_builtin_moves_the_weights_back_into_initializers():
         np.testing.assert_array_equal(inits[name], value)
     onnx.checker.check_model(builtin)
     feeds = samples.input_feeds(model, seed=7)
-    _assert_same(evaluate.run_model(builtin, feeds), _ort(model, feeds))
+    _assert_same(evaluate.run_model(builtin, feeds), ort_outputs(model, feeds))
 
 
 def test_unembedding_picks_a_free_name():
@@ -347,8 +338,9 @@ def test_unembed_graph_and_reference_of_an_embedded_model():
     assert list(node.input) == ["x", "weight", "offset", "bias", "mask"]
     assert node_attrs(node)["kernel_shape"] == [3, 3]
     feeds = samples.input_feeds(model, seed=8)
-    _assert_same(_ort(std, feeds), _ort(to_standard_model(model), feeds))
-    _assert_same(_ort(to_standard_model(embedded), feeds), _ort(to_standard_model(model), feeds))
+    want = ort_outputs(to_standard_model(model), feeds)
+    _assert_same(ort_outputs(std, feeds), want)
+    _assert_same(ort_outputs(to_standard_model(embedded), feeds), want)
     copy = onnx.ModelProto()
     copy.CopyFrom(embedded)
     assert weights.unembed_graph(copy.graph, Names(copy)) == 1
