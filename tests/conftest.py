@@ -153,7 +153,8 @@ def built_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("nvcc not found on PATH (set NVCC): the CUDA core cannot be compiled here")
     out = tmp_path_factory.mktemp("core_build")
     proc = subprocess.run(
-        ["make", "-C", str(REPO / "plugin_src"), "core", f"BUILD_DIR={out}", f"NVCC={nvcc}"],
+        ["make", "-C", str(REPO / "plugin_src"), f"-j{os.cpu_count() or 1}", "core", f"BUILD_DIR={out}",
+         f"NVCC={nvcc}"],
         capture_output=True,
         text=True,
         timeout=900,

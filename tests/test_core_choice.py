@@ -6,6 +6,7 @@ architectures), and the tile and split-mode codes. The library is built once a s
 from __future__ import annotations
 
 import ctypes
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -231,8 +232,8 @@ def _build_variant(tmp_path: Path, archs: str, ptx: str) -> ctypes.CDLL:
     if nvcc is None:
         pytest.skip("nvcc not found on PATH (set NVCC): the CUDA core cannot be compiled here")
     proc = subprocess.run(
-        ["make", "-C", str(REPO / "plugin_src"), "core", f"BUILD_DIR={tmp_path}", f"NVCC={nvcc}"]
-        + [f"CUDA_ARCHS={archs}", f"PTX_ARCH={ptx}"],
+        ["make", "-C", str(REPO / "plugin_src"), f"-j{os.cpu_count() or 1}", "core", f"BUILD_DIR={tmp_path}"]
+        + [f"NVCC={nvcc}", f"CUDA_ARCHS={archs}", f"PTX_ARCH={ptx}"],
         capture_output=True,
         text=True,
         timeout=900,

@@ -65,9 +65,9 @@ def _tag(include_dir: Path) -> str:
 
 
 def make(target: str, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Runs ``make -C plugin_src <target> <args>`` and returns the completed process."""
+    """Runs ``make -C plugin_src <target> <args>`` on every CPU and returns the completed process."""
     return subprocess.run(
-        ["make", "-C", str(PLUGIN_SRC), target, *args],
+        ["make", "-C", str(PLUGIN_SRC), f"-j{os.cpu_count() or 1}", target, *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -256,7 +256,10 @@ def ensure_core_built() -> Path:
                 pytest.skip("build/libdcnconvert_core.so is missing and nvcc is not on PATH to build it")
             return lib
         proc = subprocess.run(
-            ["make", "-C", str(REPO), "core", f"NVCC={nvcc}"], capture_output=True, text=True, check=False
+            ["make", "-C", str(REPO), f"-j{os.cpu_count() or 1}", "core", f"NVCC={nvcc}"],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             pytest.fail(f"make core failed:\n{proc.stdout}\n{proc.stderr}")
