@@ -139,8 +139,8 @@ def engine_builder_available() -> str | None:
     return None
 
 
-def core_nvcc() -> str | None:
-    """nvcc for building the CUDA core: $NVCC or nvcc on PATH."""
+def find_nvcc() -> str | None:
+    """nvcc for the tests that compile: $NVCC or nvcc on PATH (None: neither)."""
     return shutil.which(os.environ.get("NVCC", "nvcc"))
 
 
@@ -148,7 +148,7 @@ def core_nvcc() -> str | None:
 def built_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The core built once per session with `make core` into a temporary BUILD_DIR (the repo's build/
     is untouched), for the CPU-side core tests (test_core_build.py, test_core_choice.py)."""
-    nvcc = core_nvcc()
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found on PATH (set NVCC): the CUDA core cannot be compiled here")
     out = tmp_path_factory.mktemp("core_build")

@@ -4,13 +4,12 @@ cluster-capacity probe builds, and bench/block_timeline.py still finds its ancho
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import find_nvcc
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
@@ -107,7 +106,7 @@ def test_shell_scripts_parse():
 def test_cluster_capacity_builds_and_reports(tmp_path):
     """bench/cluster_capacity.cu compiles; without a GPU it exits 4 and says so, with one every row's
     blocks are its clusters times the cluster size and never more than the device's SMs."""
-    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found on PATH (set NVCC): bench/cluster_capacity.cu cannot be compiled here")
     exe = tmp_path / "cluster_capacity"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import core_nvcc
+from conftest import find_nvcc
 from support import core, core_fused
 from support.core_fused import H200_DEVICE
 
@@ -228,7 +228,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
 
 
 def _build_variant(tmp_path: Path, archs: str, ptx: str) -> ctypes.CDLL:
-    nvcc = core_nvcc()
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found on PATH (set NVCC): the CUDA core cannot be compiled here")
     proc = subprocess.run(

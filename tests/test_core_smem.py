@@ -11,12 +11,11 @@ with nvcc: no GPU needed."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import find_nvcc
 
 REPO = Path(__file__).resolve().parents[1]
 CORE_DIR = REPO / "plugin_src" / "core"
@@ -122,7 +121,7 @@ int main()
 
 
 def test_host_shared_memory_matches_the_kernels(tmp_path: Path) -> None:
-    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found on PATH (set NVCC): the core's headers cannot be compiled here")
     src = tmp_path / "smem.cu"

@@ -26,8 +26,9 @@ namespace fused
  * the bytes and counts them on the destination's mbarrier), waits until its own receive area is
  * complete, and adds up its rows in split order into the same rows of its sT, which no other block
  * reads (float layers: the bits of dcnSplitReduceKernel; quantized layers add the sums before their
- * scale, which storeTile applies once, where the reduction kernel adds scaled partial sums). Returns the rows this block stores; clusterRelease
- * then waits until no copy reads this block's shared memory any more. The cluster barriers count
+ * scale, which storeTile applies once, where the reduction kernel adds scaled partial sums).
+ * Returns the rows this block stores; clusterRelease then waits until no copy reads this block's
+ * shared memory any more. The cluster barriers count
  * the threads that have not exited (the producer warps exit after their last chunk). Copying each
  * slice in one piece keeps the threads out of the transfer: loads of remote shared memory, one item
  * after another, cost more than the reduction kernel. */

@@ -16,20 +16,10 @@ namespace dcn
 namespace fused
 {
 
-/* Epilogue of the channel-vectorised tiles, in two steps by the consumers. stageTile: the tile goes
- * to shared memory (sT: [BM][BN + 4] FP32 over the free stages, then the BM biases and, quantized,
- * the BM scales of the sums; both loaded before the main loop, TileConsts). storeTile:
- * FP16/BF16 output in items of 16 bytes (8 consecutive pixels of one channel), one vector store
- * where the pixels lie in one image and the destination is aligned, else one element at a time;
- * FP32 output and split-K partial sums (no bias) as rows of 32 consecutive pixels per warp.
- * Fragment (mt, nt) element q of consumer thread ctid (warp w, lane l) is
- *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
- *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
- *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
 /* The tile's biases and (quantized layers) the sums' scales, x's scale times each output channel's
  * weight scale: channel ctid + i CONSUMERS in element i. The consumers load them before their main
  * loop, where they wait for the first stage anyway; loaded in stageTile, they were global loads on
- * the path from the last MMA to the stores (H100: 0.5-0.6 us more from the last MMA to the staged
+ * the path from the last MMA to the stores (H100: 0.5-0.7 us more from the last MMA to the staged
  * tile in INT8 than in FP16 on R50-c4, R50-c5 and OCD-l4, per-block timestamps). */
 template <class C>
 struct TileConsts
@@ -61,6 +51,16 @@ __device__ __forceinline__ TileConsts<C> loadTileConsts(
     return k;
 }
 
+/* Epilogue of the channel-vectorised tiles, in two steps by the consumers. stageTile: the tile goes
+ * to shared memory (sT: [BM][BN + 4] FP32 over the free stages, then the BM biases and, quantized,
+ * the BM scales of the sums; both loaded before the main loop, TileConsts). storeTile:
+ * FP16/BF16 output in items of 16 bytes (8 consecutive pixels of one channel), one vector store
+ * where the pixels lie in one image and the destination is aligned, else one element at a time;
+ * FP32 output and split-K partial sums (no bias) as rows of 32 consecutive pixels per warp.
+ * Fragment (mt, nt) element q of consumer thread ctid (warp w, lane l) is
+ *   swapped tiles (NTile::SWAP, flat index 4 j + q = (mt NT + nt) 4 + q): pixel 16 (w % 4) + l / 4
+ *   + 8 (q / 2), channel (w / 4) BM / CWG + 8 j + 2 (l % 4) + q % 2;
+ *   the others: channel wRow + mt MT_STRIDE + l / 4 + 8 (q / 2), pixel wn WTN + 8 nt + 2 (l % 4) + q % 2. */
 template <typename T, class C>
 __device__ __forceinline__ void stageTile(
     float const (&acc)[C::MT][C::NT][4], float* sT, int ctid, int wRow, int wn, TileConsts<C> const& k)

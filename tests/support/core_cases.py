@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import zlib
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import find_nvcc
 
 from support import core
 
@@ -250,7 +250,7 @@ def ensure_core_built() -> Path:
         return lib
     stale = not lib.is_file() or lib.stat().st_mtime < max(p.stat().st_mtime for p in _core_sources())
     if stale:
-        nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+        nvcc = find_nvcc()
         if nvcc is None:
             if not lib.is_file():
                 pytest.skip("build/libdcnconvert_core.so is missing and nvcc is not on PATH to build it")

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
 from cli_runner import error_lines, invoke, one_json
-from conftest import trt_header_dirs
+from conftest import find_nvcc, trt_header_dirs
 from support.fake_build import BUILD, empty, fake_include, script
 
 from dcnconvert.backend.plugin import compile as plugin_build
@@ -247,7 +246,7 @@ def _ten_headers() -> Path | None:
 def test_real_build_from_a_fetched_tarball(tmp_path, monkeypatch):
     """One real compile: headers fetched from a file:// stand-in of the GitHub tarball, the library
     found by plugin-path, then a cache hit without make."""
-    nvcc = shutil.which(os.environ.get("NVCC", "nvcc"))
+    nvcc = find_nvcc()
     headers = _ten_headers()
     if nvcc is None or headers is None:
         pytest.skip("needs nvcc (or $NVCC) and TensorRT 10 headers")
