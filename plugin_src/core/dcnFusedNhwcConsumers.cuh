@@ -54,69 +54,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
-        float fresh[FP8 ? 2 : 1][FP8 ? fp8SliceN<C>() / 2 : 1] = {}; // FP8: two sets of a slice's fresh sums (fp8IssueSlice)
-        if constexpr (FP8)
-        {
-            constexpr int SLICES = fp8Slices<C>();
-            auto stageIn = [&](int kc) {
-                int const s = kc % C::STAGES;
-                uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
-                mbarWait(fullB + 8 * s, phase);
-                mbarWait(fullA + 8 * s, phase);
-                fenceProxyAsync();
-                return s;
-            };
-            auto release = [&](int kc) {
-                if (kc + C::STAGES < nChunks)
-                    mbarArrive(emptyS + 8 * (kc % C::STAGES));
-            };
-#ifdef DCN_FP8_NOPAIR
-            constexpr bool PAIRS = false;
-#else
-            constexpr bool PAIRS = true;
-#endif
-            for (int kc = 0; kc < nChunks; kc += PAIRS ? 2 : 1)
-            {
-                int const s = stageIn(kc);
-                uint32_t aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
-                uint32_t bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
-#pragma unroll
-                for (int ns = 0; ns < SLICES; ++ns)
-                {
-                    fp8IssueSlice<C>(fresh[ns & 1], ns, aS, bS);
-                    if (ns > 0)
-                    {
-                        wgmmaWait<1>();
-                        fp8AddSlice<C>(&acc[0][0][0], fresh[(ns - 1) & 1], ns - 1);
-                    }
-                }
-                if (PAIRS && kc + 1 < nChunks)
-                {
-                    int const s1 = stageIn(kc + 1);
-                    aS = aWg + static_cast<uint32_t>(s1 * C::A_BYTES);
-                    bS = bAll + static_cast<uint32_t>(s1 * C::B_BYTES);
-#pragma unroll
-                    for (int ns = 0; ns < SLICES; ++ns)
-                    {
-                        fp8IssueSlice<C>(fresh[ns & 1], ns, aS, bS);
-                        wgmmaWait<1>();
-                        fp8AddSlice<C>(&acc[0][0][0], fresh[(ns + 1) & 1], ns > 0 ? ns - 1 : SLICES - 1);
-                        if (ns == 0)
-                            release(kc);
-                    }
-                    wgmmaWait<0>();
-                    fp8AddSlice<C>(&acc[0][0][0], fresh[1], SLICES - 1);
-                    release(kc + 1);
-                }
-                else
-                {
-                    wgmmaWait<0>();
-                    fp8AddSlice<C>(&acc[0][0][0], fresh[1], SLICES - 1);
-                    release(kc);
-                }
-            }
-        }
-        for (int kc = 0; kc < (FP8 ? 0 : nChunks); ++kc)
+        float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of a chunk (wgmmaFp8Chunk)
+        for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
             uint32_t const phase = static_cast<uint32_t>(kc / C::STAGES) & 1u;
@@ -130,21 +69,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
             if constexpr (FP8)
             {
-                // Slice ns's MMAs run while the slice before (the previous chunk's last at ns = 0) is
-                // added; that previous chunk's stage is free once its last slice is done.
-                constexpr int SLICES = fp8Slices<C>();
-#pragma unroll
-                for (int ns = 0; ns < SLICES; ++ns)
-                {
-                    fp8IssueSlice<C>(fresh[ns & 1], ns, aS, bS);
-                    if (ns > 0)
-                    {
-                        wgmmaWait<1>();
-                        fp8AddSlice<C>(&acc[0][0][0], fresh[(ns - 1) & 1], ns - 1);
-                    }
-                }
-                wgmmaWait<0>();
-                fp8AddSlice<C>(&acc[0][0][0], fresh[1], SLICES - 1);
+                wgmmaFp8Chunk<C>(&acc[0][0][0], fresh, aS, bS);
                 if (kc + C::STAGES < nChunks)
                     mbarArrive(emptyS + 8 * s);
                 continue;

@@ -198,17 +198,6 @@ __device__ __forceinline__ void wgmmaE4m3N64(float* d, uint64_t descA, uint64_t 
                  : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24)
                  : "l"(descA), "l"(descB), "r"(accumulate));
 }
-/* And for one m64n32 slice (16 registers per thread). */
-__device__ __forceinline__ void wgmmaE4m3N32(float* d, uint64_t descA, uint64_t descB, int accumulate)
-{
-    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
-                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, "
-                 "%8, %9, %10, %11, %12, %13, %14, %15}, "
-                 "%16, %17, p, 1, 1;\n\t}"
-                 : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8)
-                 : "l"(descA), "l"(descB), "r"(accumulate));
-}
 #else
 template <>
 __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA, uint64_t descB)
@@ -227,14 +216,6 @@ __device__ __forceinline__ void wgmmaE4m3(float* d, uint64_t descA, uint64_t des
     DCN_WGMMA_MISSING();
 }
 __device__ __forceinline__ void wgmmaE4m3N64(float* d, uint64_t descA, uint64_t descB, int accumulate)
-{
-    (void)d;
-    (void)descA;
-    (void)descB;
-    (void)accumulate;
-    DCN_WGMMA_MISSING();
-}
-__device__ __forceinline__ void wgmmaE4m3N32(float* d, uint64_t descA, uint64_t descB, int accumulate)
 {
     (void)d;
     (void)descA;
@@ -309,64 +290,51 @@ __device__ __forceinline__ void wgmmaAsync<float, 128>(float* d, uint64_t descA,
 #undef DCN_WGMMA_ACC8
 #endif
 
-/* FP8 E4M3 on the warpgroup tiles. The tensor cores sum FP8 products with fewer bits than FP32
- * (DeepSeek-V3 report, section 3.3.2: about 14), so each chunk's products (128 channels) go into
- * fresh sums, added to the FP32 accumulators once their MMAs are done. A chunk is cut into slices
- * of 64 x fp8SliceN<C>() (output channels x pixels on the swapped tiles, weight rows x pixels on the
- * others), and two sets of fresh sums alternate: while one slice's MMAs run, the slice before is
- * added (fp8IssueSlice, wgmmaWait<1>, fp8AddSlice). The slices are 32 wide where the accumulators
- * take 128 registers per thread, so that both sets fit beside them. */
+/* The FP8 slice of a warpgroup tile's chunk (wgmmaFp8Chunk): FRESH_N output channels on swapped
+ * tiles (64 on the 256-row tile, whose consumers hold 128 accumulators already), else 64 weight rows
+ * x 64 pixels (fresh holds FRESH_N / 2 sums per thread either way). */
 template <class C>
-__device__ __forceinline__ constexpr int fp8SliceN()
+__device__ __forceinline__ constexpr int fp8FreshN()
 {
-#ifdef DCN_FP8_SLICE_N
-    return DCN_FP8_SLICE_N;
-#else
-    return C::MT * C::NT * 4 > 64 ? 32 : 64;
-#endif
-}
-template <class C>
-__device__ __forceinline__ constexpr int fp8Slices()
-{
-    return C::SWAP ? C::BM / C::CWG / fp8SliceN<C>() : C::MT * (C::BN / fp8SliceN<C>());
+    return C::SWAP && C::BM / C::CWG <= 128 ? 128 : 64;
 }
 
-/* Issues the MMAs of slice ns of the chunk in stage (aS: this warpgroup's weight rows, bS: the
- * sample tile) into fresh (started afresh), and commits them as one group. */
+/* acc (the warpgroup's accumulators) += one FP8 E4M3 chunk of 128 channels, from the stage's weight
+ * rows of this warpgroup (aS) and its sample tile (bS). The tensor cores sum FP8 products with fewer
+ * bits than FP32 (DeepSeek-V3 report, section 3.3.2: about 14), so the chunk's products go into a
+ * fresh sum, one slice at a time, added to acc by FP32 adds once the slice's MMAs are done. */
 template <class C>
-__device__ __forceinline__ void fp8IssueSlice(float (&fresh)[fp8SliceN<C>() / 2], int ns, uint32_t aS, uint32_t bS)
+__device__ __forceinline__ void wgmmaFp8Chunk(float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS)
 {
-    constexpr int SN = fp8SliceN<C>();
-    constexpr int PER_MT = C::BN / SN; // non-swapped: slice ns = (m64 slice ns / PER_MT, SN pixels)
-    static_assert(fp8Slices<C>() % 2 == 0, "FP8: an even number of slices per chunk");
-    wgmmaFence();
+    constexpr int FRESH_N = fp8FreshN<C>();
+    constexpr int SLICES = C::SWAP ? C::BM / C::CWG / FRESH_N : C::MT * (C::BN / 64);
+    constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
 #pragma unroll
-    for (int ks = 0; ks < C::BK / 32; ++ks)
+    for (int ns = 0; ns < SLICES; ++ns)
     {
-        uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % PER_MT) * SN * 128) + ks * 32);
-        uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * SN : (ns / PER_MT) * 64) * 128 + ks * 32);
-        uint64_t const descA = C::SWAP ? samples : weights;
-        uint64_t const descB = C::SWAP ? weights : samples;
-        if constexpr (SN == 32)
-            wgmmaE4m3N32(fresh, descA, descB, ks > 0);
-        else
-            wgmmaE4m3N64(fresh, descA, descB, ks > 0);
-    }
-    wgmmaCommit();
-}
-
-/* acc (the warpgroup's accumulators) += the fresh sums of slice ns, whose MMAs are done. */
-template <class C>
-__device__ __forceinline__ void fp8AddSlice(float* acc, float (&fresh)[fp8SliceN<C>() / 2], int ns)
-{
-    constexpr int SN = fp8SliceN<C>();
-    constexpr int PER_MT = C::BN / SN;
-    float* const sum = acc + (C::SWAP ? ns * SN / 2 : ((ns / PER_MT) * C::NT + (ns % PER_MT) * (SN / 8)) * 4);
+        int const mt = ns / HALVES;
+        wgmmaFence();
 #pragma unroll
-    for (int i = 0; i < SN / 2; ++i)
-    {
-        wgmmaFenceOperand(fresh[i]);
-        sum[i] += fresh[i];
+        for (int ks = 0; ks < C::BK / 32; ++ks)
+        {
+            uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
+            uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
+            if constexpr (!C::SWAP)
+                wgmmaE4m3N64(fresh, weights, samples, ks > 0);
+            else if constexpr (FRESH_N == 64)
+                wgmmaE4m3N64(fresh, samples, weights, ks > 0);
+            else
+                wgmmaE4m3(fresh, samples, weights, ks > 0);
+        }
+        wgmmaCommit();
+        wgmmaWait<0>();
+        float* const sum = acc + (C::SWAP ? ns * FRESH_N / 2 : (mt * C::NT + (ns % HALVES) * 8) * 4);
+#pragma unroll
+        for (int i = 0; i < FRESH_N / 2; ++i)
+        {
+            wgmmaFenceOperand(fresh[i]);
+            sum[i] += fresh[i];
+        }
     }
 }
 
