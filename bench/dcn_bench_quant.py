@@ -126,7 +126,7 @@ def params(gpu, shape: Shape, prec: Precision, x_scale: float, engine: bool) -> 
     return p
 
 
-def _packed(p: core.DcnParams, st: dict, lib: ctypes.CDLL):
+def packed_weights(p: core.DcnParams, st: dict, lib: ctypes.CDLL):
     """The OIHW weight buffer of a quantized layer: the 8-bit values, then the FP32 scales."""
     import cupy
 
@@ -156,7 +156,7 @@ def core_impl(gpu, lib: ctypes.CDLL, shape: Shape, prec: Precision, x_scale: flo
         if "x_nhwc" not in st:
             st["x_nhwc"] = cupy.ascontiguousarray(st["x"].transpose(0, 2, 3, 1))
             oihw = params(gpu, shape, prec, x_scale, engine=False)
-            st["prepared"] = core.prepare_weights(oihw, _packed(oihw, st, lib), lib)
+            st["prepared"] = core.prepare_weights(oihw, packed_weights(oihw, st, lib), lib)
         args = (st[k] for k in ("x_nhwc", "offset", "mask", "prepared", "bias", "out"))
         try:
             core.forward(p, *args, workspace=ws, lib=lib, check=False)
