@@ -5,74 +5,31 @@ one exact outcome through the CLI, ``refused`` (exit 1, one ``error:`` line nami
 output file, the input unchanged) or ``warned`` (exit 0, the warning in ``--json`` ``warnings``). Never
 another exit code, a traceback or "internal error". Unmutated samples give no warning at all, and every
 mutation onnx.checker rejects is refused or warned. A seeded random corpus checks the same contract on
-mutations nobody wrote an expectation for.
+mutations nobody wrote an expectation for. Names that are not UTF-8 and truncated files:
+test_check_bytes.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
+from support.cli_refusals import (
+    REPO,
+    SAMPLES,
+    SEED,
+    assert_refused,
+    assert_warned,
+    load_sample,
+    run_json,
+    seed,
+)
 
-from dcnconvert.cli.main import cli
 from dcnconvert.errors import ModelError
 from dcnconvert.model import check as model_check
-from dcnconvert.model import io as onnx_io
-from dcnconvert.transform.plugin import rewrite_model
-
-REPO = Path(__file__).resolve().parents[2]
-SAMPLES = sorted(p.name for p in (REPO / "sample_models").glob("*.onnx"))
-SEED = 20240611
-
-
-def _load(name: str) -> onnx.ModelProto:
-    return onnx.load(str(REPO / "sample_models" / name))
-
-
-def _run(tmp_path: Path, command: str, model: Path) -> tuple[object, dict, Path]:
-    out = tmp_path / f"out_{command}.{'engine' if command in ('build', 'convert') else 'onnx'}"
-    args = [command, str(model), "--json"] + ([] if command == "inspect" else ["-o", str(out)])
-    res = CliRunner().invoke(cli, args)
-    assert "Traceback" not in res.stderr and "internal error" not in res.stderr, res.stderr
-    lines = res.stdout.splitlines()
-    assert len(lines) == 1, res.stdout
-    return res, json.loads(lines[0]), out
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def assert_refused(tmp_path: Path, model: Path, words: tuple[str, ...], commands=("rewrite",)) -> None:
-    """Exit 1, one ModelError naming ``words``, no output written, the input unchanged."""
-    before = _sha(model)
-    for command in commands:
-        res, obj, out = _run(tmp_path, command, model)
-        assert res.exit_code == 1, (command, res.stderr)
-        lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
-        assert len(lines) == 1 and len(obj["errors"]) == 1, res.stderr
-        assert obj["errors"][0]["type"] == "ModelError" and obj["errors"][0]["hint"]
-        assert all(w in lines[0] for w in words), (words, lines[0])
-        assert not list(tmp_path.glob("out_*")) and not list(tmp_path.glob(".out_*"))
-    assert _sha(model) == before
-
-
-def assert_warned(tmp_path: Path, model: Path, words: tuple[str, ...]) -> None:
-    """Exit 0, one warning naming ``words`` in --json (and on stderr), the output written."""
-    for command in ("rewrite", "inspect"):
-        res, obj, out = _run(tmp_path, command, model)
-        assert res.exit_code == 0, res.stderr
-        assert len([t for t in obj["warnings"] if all(w in t for w in words)]) == 1, (words, obj["warnings"])
-        assert any(all(w in ln for w in words) for ln in res.stderr.splitlines()), res.stderr
-    assert (tmp_path / "out_rewrite.onnx").exists()
-
 
 # ------------------------------------------------------------------------------------------------
 # the corpus: mutation(model, rng) -> words the message must contain, or None where it does not apply
@@ -222,15 +179,11 @@ MUTATIONS: dict[str, tuple[Callable, str]] = {
 }
 
 
-def _seed(*parts: str) -> int:
-    return SEED + int(hashlib.sha256("/".join(parts).encode()).hexdigest()[:8], 16)
-
-
 def _mutated(sample: str, kind: str) -> tuple[onnx.ModelProto, onnx.ModelProto, tuple[str, ...] | None]:
-    original = _load(sample)
+    original = load_sample(sample)
     model = onnx.ModelProto()
     model.CopyFrom(original)
-    words = MUTATIONS[kind][0](model, np.random.default_rng(_seed(sample, kind)))
+    words = MUTATIONS[kind][0](model, np.random.default_rng(seed(sample, kind)))
     return original, model, words
 
 
@@ -277,130 +230,11 @@ def test_what_onnx_checker_rejects_is_refused_or_warned():
 def test_unmutated_sample_passes_without_a_warning(tmp_path, sample):
     path = REPO / "sample_models" / sample
     for command in ("inspect", "rewrite"):
-        res, obj, _ = _run(tmp_path, command, path)
+        res, obj, _ = run_json(tmp_path, command, path)
         assert res.exit_code == 0, res.stderr
         assert obj["warnings"] == [], (command, obj["warnings"])
-    assert model_check.checker_opinion(_load(sample)) is None
-    assert model_check.check_model(_load(sample)) == []
-
-
-# ------------------------------------------------------------------------------------------------
-# bytes: names that are not UTF-8, truncated files
-# ------------------------------------------------------------------------------------------------
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, i
-
-
-def _fields(data: bytes, start: int, end: int):
-    """(field number, start, end) of the length-delimited fields of the message in data[start:end]."""
-    i = start
-    while i < end:
-        key, i = _varint(data, i)
-        wire = key & 7
-        if wire == 0:
-            _, i = _varint(data, i)
-        elif wire in (1, 5):
-            i += 8 if wire == 1 else 4
-        else:
-            length, i = _varint(data, i)
-            yield key >> 3, i, i + length
-            i += length
-
-
-def _string_at(data: bytes, path: list[tuple[int, int]]) -> tuple[int, int]:
-    """Byte range of the field reached by ``path`` ((field number, occurrence), ...)."""
-    start, end = 0, len(data)
-    for number, k in path:
-        start, end = [(s, e) for f, s, e in _fields(data, start, end) if f == number][k]
-    return start, end
-
-
-def _break_utf8(data: bytes, path) -> bytes:
-    """Overwrite the first bytes of a string with 0xc3 0x28 (just 0xc3 for a one-byte string)."""
-    start, end = _string_at(data, path)
-    bad = bytearray(data)
-    bad[start:start + min(2, end - start)] = b"\xc3\x28"[: end - start]
-    return bytes(bad)
-
-
-GRAPH = (7, 0)
-#: where -> path in the file (ModelProto.graph = 7; GraphProto node 1, initializer 5, input 11, output 12;
-#: NodeProto input 1, output 2, name 3, op_type 4; ValueInfoProto / TensorProto name 1 / 8)
-UTF8_PLACES = {
-    "first graph input": ([GRAPH, (11, 0), (1, 0)], ("graph input #0", "\\xc3")),
-    "node input": ([GRAPH, (1, -1), (1, 0)], ("input #0 of node", "\\xc3")),
-    "node output": ([GRAPH, (1, -1), (2, 0)], ("output #0 of node", "\\xc3")),
-    "node name": ([GRAPH, (1, -1), (3, 0)], ("the name of node '\\xc3",)),
-    "initializer name": ([GRAPH, (5, 0), (8, 0)], ("initializer #0", "\\xc3")),
-    "graph output": ([GRAPH, (12, 0), (1, 0)], ("graph output #0", "\\xc3")),
-    "graph name": ([GRAPH, (2, 0)], ("the name of the main graph", "\\xc3")),
-}
-
-
-def test_the_reported_recipe(tmp_path):
-    """The issue's file: two bytes of the first input name overwritten with 0xc3 0x28."""
-    data = (REPO / "sample_models" / "onnx_DeformConv_swapped.onnx").read_bytes()
-    start, end = _string_at(data, [GRAPH, (11, 0), (1, 0)])
-    assert data[start:end] == b"x"  # one byte: the second one overwrites the next field's tag
-    literal = bytearray(data)
-    literal[start:start + 2] = b"\xc3\x28"
-    path = tmp_path / "literal.onnx"
-    path.write_bytes(bytes(literal))
-    assert_refused(tmp_path, path, ("reads tensor 'x'",), commands=("inspect", "rewrite", "reference"))
-    offset = data.index(b"\x0a\x06offset", start) + 2  # the second input's name: broken in place
-    broken = bytearray(data)
-    broken[offset:offset + 2] = b"\xc3\x28"
-    path.write_bytes(bytes(broken))
-    assert_refused(tmp_path, path, ("graph input #1", "'\\xc3(fset'", "not valid UTF-8"),
-                   commands=("inspect", "rewrite", "reference", "convert"))
-
-
-@pytest.mark.parametrize("place", sorted(UTF8_PLACES))
-@pytest.mark.parametrize("sample", SAMPLES[::4])
-def test_name_that_is_not_utf8_is_refused_by_every_command(tmp_path, sample, place):
-    path_in_file, words = UTF8_PLACES[place]
-    data = (REPO / "sample_models" / sample).read_bytes()
-    try:
-        bad = _break_utf8(data, path_in_file)
-    except IndexError:
-        pytest.skip(f"{sample} has no {place}")
-    path = tmp_path / "bad.onnx"
-    path.write_bytes(bad)
-    assert_refused(tmp_path, path, (*words, "not valid UTF-8"), commands=("inspect", "rewrite", "reference"))
-
-
-def test_library_callers_get_the_same_refusals():
-    model = _load("mmcv_MMCVModulatedDeformConv2d.onnx")
-    model.graph.node[0].input[0] = "nowhere"
-    with pytest.raises(ModelError, match="reads tensor 'nowhere'") as info:
-        rewrite_model(model)
-    assert info.value.node == "dcn0" and info.value.hint
-    bad = onnx.ModelProto()
-    bad.ParseFromString(_break_utf8(_load("mmcv_MMCVDeformConv2d.onnx").SerializeToString(),
-                                    [GRAPH, (11, 0), (1, 0)]))
-    with pytest.raises(ModelError, match="graph input #0 is not valid UTF-8"):
-        rewrite_model(bad)
-    bad.ParseFromString(_break_utf8(bad.SerializeToString(), [GRAPH, (2, 0)]))  # where copies trip
-    with pytest.raises(ModelError, match="the name of the main graph is not valid UTF-8"):
-        onnx_io.skeleton(bad)
-
-
-@pytest.mark.parametrize("sample", SAMPLES[1::5])
-def test_truncated_file_is_refused(tmp_path, sample):
-    data = (REPO / "sample_models" / sample).read_bytes()
-    start, end = _string_at(data, [GRAPH])
-    cut = int(np.random.default_rng(_seed(sample, "cut")).integers(start, end))
-    path = tmp_path / "cut.onnx"
-    path.write_bytes(data[:cut])
-    assert_refused(tmp_path, path, ("truncated",), commands=("inspect", "rewrite"))
+    assert model_check.checker_opinion(load_sample(sample)) is None
+    assert model_check.check_model(load_sample(sample)) == []
 
 
 # ------------------------------------------------------------------------------------------------
@@ -463,13 +297,13 @@ def _random_mutation(model: onnx.ModelProto, rng: np.random.Generator) -> str:
 def test_random_mutations_keep_the_contract(tmp_path, index):
     rng = np.random.default_rng(SEED + index)
     sample = SAMPLES[int(rng.integers(len(SAMPLES)))]
-    original = _load(sample)
+    original = load_sample(sample)
     model = onnx.ModelProto()
     model.CopyFrom(original)
     kind = _random_mutation(model, rng)
     path = tmp_path / "random.onnx"
     onnx.save(model, str(path))
-    res, obj, out = _run(tmp_path, "rewrite", path)
+    res, obj, out = run_json(tmp_path, "rewrite", path)
     assert res.exit_code in (0, 1), (kind, res.stderr)
     if res.exit_code == 1:
         assert len(obj["errors"]) == 1 and not out.exists()
