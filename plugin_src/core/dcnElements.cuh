@@ -145,25 +145,6 @@ __device__ __forceinline__ uint32_t bytesOfHalfPairs(__half2 const (&h)[2], __nv
     return a | (b << 16);
 }
 
-/* FP8 E4M3 without the conversion unit (whose rate is a quarter of the integer units'): the four
- * codes of word (value k in byte k) as the FP16 pairs (0, 2) and (1, 3) of value / 256, exact for
- * every code but the NaNs (0x7F, 0xFF: +-1.875): the code's exponent and mantissa bits below the FP16
- * sign, whose exponent bias (15) is 8 more than E4M3's (7); E4M3 subnormals become FP16 subnormals.
- * Back: bytesOfFp8Pairs packs the E4M3 roundings of such pairs in channel order. */
-__device__ __forceinline__ void fp8PairsOver256(uint32_t word, __half2 (&h)[2])
-{
-    uint32_t const even = ((word << 8) & 0x80008000u) | ((word << 7) & 0x3F803F80u);
-    uint32_t const odd = (word & 0x80008000u) | ((word >> 1) & 0x3F803F80u);
-    h[0] = *reinterpret_cast<__half2 const*>(&even);
-    h[1] = *reinterpret_cast<__half2 const*>(&odd);
-}
-__device__ __forceinline__ uint32_t bytesOfFp8Pairs(__half2 const (&h)[2])
-{
-    uint32_t const a = __nv_cvt_halfraw2_to_fp8x2(*reinterpret_cast<__half2_raw const*>(&h[0]), __NV_SATFINITE, __NV_E4M3);
-    uint32_t const b = __nv_cvt_halfraw2_to_fp8x2(*reinterpret_cast<__half2_raw const*>(&h[1]), __NV_SATFINITE, __NV_E4M3);
-    return __byte_perm(a, b, 0x5140u);
-}
-
 /* INT8 samples in fixed point (dcnParams.h): where the four FP32 corner weights are at least 0 and
  * sum to at most kFixedSumMax (masks in [0, 1]), each becomes the unsigned 16-bit weight
  * min(round(65536 w), 65535), and the sample of corner bytes x_q is floor((sum w16 x_q + 32768) /

@@ -81,53 +81,6 @@ __device__ __forceinline__ uint4 interpFloat(float4 wv, uint4 const (&v)[4])
     return res;
 }
 
-/* interpPackedQuant of an FP8 task: the corners as FP16 pairs of value / 256 (fp8PairsOver256:
- * integer operations, not the conversion unit); the weights times 256 where all four are under 256
- * in magnitude (FP16 bits below 0x5C00, not NaN), else the corners times 256. Both scalings are
- * exact, so every product and sum is the one of the unscaled values, bit for bit. */
-__device__ __forceinline__ uint4 interpFp8Scaled(uint2 w, uint4 const (&v)[4])
-{
-    CornerPairs<__half> cw(w);
-    __half2 const k = __half2half2(__ushort_as_half(0x5C00u)); // 256
-    bool const big = ((((w.x & 0x7FFF7FFFu) + 0x24002400u) | ((w.y & 0x7FFF7FFFu) + 0x24002400u)) & 0x80008000u) != 0u;
-    if (!big)
-    {
-        cw.w00 = __hmul2(cw.w00, k);
-        cw.w01 = __hmul2(cw.w01, k);
-        cw.w10 = __hmul2(cw.w10, k);
-        cw.w11 = __hmul2(cw.w11, k);
-    }
-    uint32_t const* const c00 = reinterpret_cast<uint32_t const*>(&v[0]);
-    uint32_t const* const c01 = reinterpret_cast<uint32_t const*>(&v[1]);
-    uint32_t const* const c10 = reinterpret_cast<uint32_t const*>(&v[2]);
-    uint32_t const* const c11 = reinterpret_cast<uint32_t const*>(&v[3]);
-    uint4 res;
-    uint32_t* const o = reinterpret_cast<uint32_t*>(&res);
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-    {
-        __half2 a[2], b[2], c[2], d[2], sv[2];
-        dcn::simple::fp8PairsOver256(c00[i], a);
-        dcn::simple::fp8PairsOver256(c01[i], b);
-        dcn::simple::fp8PairsOver256(c10[i], c);
-        dcn::simple::fp8PairsOver256(c11[i], d);
-        if (big)
-#pragma unroll
-            for (int k2 = 0; k2 < 2; ++k2)
-            {
-                a[k2] = __hmul2(a[k2], k);
-                b[k2] = __hmul2(b[k2], k);
-                c[k2] = __hmul2(c[k2], k);
-                d[k2] = __hmul2(d[k2], k);
-            }
-#pragma unroll
-        for (int k2 = 0; k2 < 2; ++k2)
-            sv[k2] = cw.sum(a[k2], b[k2], c[k2], d[k2]);
-        o[i] = dcn::simple::bytesOfFp8Pairs(sv);
-    }
-    return res;
-}
-
 /* Bilinear sum of one task of 16 quantized channels (FP8 E4M3; INT8 where interpFixed does not take
  * it) in FP16 pairs, rounded to T:
  * the corners become FP16 pairs (exact: dcnElements.cuh, halfPairs), the corner weights come
@@ -136,8 +89,6 @@ __device__ __forceinline__ uint4 interpFp8Scaled(uint2 w, uint4 const (&v)[4])
 template <typename T>
 __device__ __forceinline__ uint4 interpPackedQuant(uint2 w, uint4 const (&v)[4])
 {
-    if constexpr (std::is_same<T, __nv_fp8_e4m3>::value)
-        return interpFp8Scaled(w, v);
     using dcn::simple::bytesOfHalfPairs;
     using dcn::simple::halfPairs;
     CornerPairs<__half> const cw(w);
