@@ -135,10 +135,13 @@ def _launcher(gpu, quant, cupy, lib, label: str, shape, prec, sets: list[dict], 
     need = core.workspace_size(p, lib)
     ws = cupy.empty((need,), dtype=cupy.uint8) if need else None
     oihw = quant.params(gpu, shape, prec, x_scale, engine=False)
-    key = "prepared_" + label  # per library: a changed core may prepare its weights differently
+    # AUTO's parameters prepare the weights, whichever tile runs; per library, as a changed core may
+    # prepare them differently.
+    key = "prepared_" + label
     for st in sets:
         st.setdefault("x_nhwc", cupy.ascontiguousarray(st["x"].transpose(0, 2, 3, 1)))
-        st[key] = core.prepare_weights(oihw, quant.packed_weights(oihw, st, lib), lib)
+        if key not in st:
+            st[key] = core.prepare_weights(oihw, quant.packed_weights(oihw, st, lib), lib)
 
     def launch(i: int) -> None:
         st = sets[i]

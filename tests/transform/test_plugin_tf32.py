@@ -21,10 +21,6 @@ from dcnconvert.transform.plugin import rewrite_model
 ATTR = onnx.AttributeProto
 
 
-def _run(model: onnx.ModelProto, feeds: dict, outputs=None) -> list:
-    return list(ort_outputs(model, feeds, outputs).values())
-
-
 def _without_tf32(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -109,7 +105,9 @@ class TestAllowTf32:
             assert np.abs(a).max() > 0 and np.array_equal(a, b)
         std = standard.to_standard_model(tf32)
         assert not any(a.name == schema.ATTR_ALLOW_TF32 for n in std.graph.node for a in n.attribute)
-        assert np.array_equal(_run(std, feeds)[0], _run(standard.to_standard_model(default), feeds)[0])
+        (got,) = ort_outputs(std, feeds).values()
+        (want,) = ort_outputs(standard.to_standard_model(default), feeds).values()
+        assert np.array_equal(got, want)
 
     @pytest.mark.parametrize(("value", "reason"), [(2, "is 2; expected 0"), (-1, "is -1; expected 0"),
                                                    ([1, 1], "expected one integer")])
