@@ -16,6 +16,7 @@ cannot run a layer or split prints n/a with the library's reason.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -76,6 +77,15 @@ def algo_for(tile: str, split: int, names: list[str], quantized: bool) -> int | 
     return core_fused.fused_algo(names.index(tile), split)
 
 
+def refusal(exc: Exception, width: int = 90) -> str:
+    """The library's reason in a table cell: its first line without the status name and the
+    "fused kernel (tile N, S K splits): " prefix that every refusal of a forced tile repeats."""
+    line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    line = re.sub(r"^kDCN_[A-Z_]+: ", "", line)
+    line = re.sub(r"^fused kernel \(tile \d+, \d+ K splits?\): ", "", line)
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import cupy
@@ -96,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             launch = _launcher(gpu, quant, cupy, lib, label, shape, prec, sets, algo)
             return f"{graph_time_us(launch, len(sets), args.reps):7.2f}"
         except Exception as exc:  # noqa: BLE001 - a tile or split the layer cannot take: shown, not fatal
-            return f"n/a ({str(exc).splitlines()[0][:60]})"
+            return f"n/a ({refusal(exc)})"
 
     shapes = {s.name: s for s in bs.SHAPES}
     precs = {p.name: p for p in bs.PRECISIONS}

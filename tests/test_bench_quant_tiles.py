@@ -62,3 +62,14 @@ def test_the_benchmark_helpers_it_calls_exist():
     for module, names in needed:
         missing = [n for n in names if not callable(getattr(module, n, None))]
         assert not missing, f"{module.__name__} lacks {missing}"
+
+
+def test_a_refused_tile_shows_the_reason_not_the_prefix():
+    """The table cell of a tile the layer cannot take keeps the library's reason: the status name and
+    the repeated "fused kernel (tile N, S K splits): " prefix go, and a long reason is cut with "..."."""
+    msg = ("kDCN_UNSUPPORTED: fused kernel (tile 26, 2 K splits): the 128-channel-chunk tiles take "
+           "INT8 and FP8 only\nsecond line")
+    assert quant_tiles.refusal(RuntimeError(msg)) == "the 128-channel-chunk tiles take INT8 and FP8 only"
+    long = quant_tiles.refusal(RuntimeError("kDCN_UNSUPPORTED: " + "x" * 200), width=40)
+    assert long == "x" * 37 + "..."
+    assert quant_tiles.refusal(RuntimeError("")) == "RuntimeError"

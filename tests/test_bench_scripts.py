@@ -148,3 +148,29 @@ def test_block_timeline_instruments_the_current_core(tmp_path):
         it = iter(copy)
         assert all(line in it for line in original), f"{name}: the copy lost or reordered lines"
         assert len(copy) > len(original), name
+
+
+def test_fp8_convert_rate_builds_and_reports(tmp_path):
+    """bench/fp8_convert_rate.cu compiles; without a GPU it exits 4 and says so, with one it prints
+    the four rates, HFMA2's first and the others relative to it."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        pytest.skip("nvcc not found on PATH (set NVCC): bench/fp8_convert_rate.cu cannot be compiled here")
+    exe = tmp_path / "fp8_convert_rate"
+    build = subprocess.run(
+        [nvcc, "-O3", "-arch=sm_90", "-o", str(exe), str(BENCH / "fp8_convert_rate.cu")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=120)
+    if proc.returncode == 4:
+        assert "fp8_convert_rate: no CUDA device" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    _device, _header, *rows = proc.stdout.splitlines()
+    names = [row.split("(")[0].strip() for row in rows]
+    assert names == ["hfma2", "cvt e4m3x2 -> f16x2", "integer decode", "cvt f16x2 -> e4m3x2"]
+    ratios = [float(row.split()[-1]) for row in rows]
+    assert ratios[0] == 1.0 and all(r > 0.0 for r in ratios)
