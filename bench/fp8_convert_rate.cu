@@ -34,6 +34,13 @@ __device__ __forceinline__ uint16_t cvtDown(uint32_t v)
     return r;
 }
 
+// Different starting words per thread and chain.
+__device__ __forceinline__ void seedChains(uint32_t (&a)[kChains], uint32_t seed)
+{
+    for (int i = 0; i < kChains; ++i)
+        a[i] = seed * (threadIdx.x + 1) + i;
+}
+
 // The results feed a store no thread takes, so that nothing is optimised away.
 __device__ __forceinline__ void keep(uint32_t const (&a)[kChains], uint32_t* out)
 {
@@ -47,8 +54,7 @@ __device__ __forceinline__ void keep(uint32_t const (&a)[kChains], uint32_t* out
 __global__ void convertUp(uint32_t* out, uint32_t seed)
 {
     uint32_t a[kChains];
-    for (int i = 0; i < kChains; ++i)
-        a[i] = seed * (threadIdx.x + 1) + i;
+    seedChains(a, seed);
     for (int it = 0; it < kIters; ++it)
 #pragma unroll
         for (int i = 0; i < kChains; ++i)
@@ -61,8 +67,7 @@ __global__ void convertUp(uint32_t* out, uint32_t seed)
 __global__ void decodeInteger(uint32_t* out, uint32_t seed)
 {
     uint32_t a[kChains];
-    for (int i = 0; i < kChains; ++i)
-        a[i] = seed * (threadIdx.x + 1) + i;
+    seedChains(a, seed);
     for (int it = 0; it < kIters; ++it)
 #pragma unroll
         for (int i = 0; i < kChains; ++i)
@@ -78,8 +83,7 @@ __global__ void decodeInteger(uint32_t* out, uint32_t seed)
 __global__ void convertDown(uint32_t* out, uint32_t seed)
 {
     uint32_t a[kChains];
-    for (int i = 0; i < kChains; ++i)
-        a[i] = seed * (threadIdx.x + 1) + i;
+    seedChains(a, seed);
     for (int it = 0; it < kIters; ++it)
 #pragma unroll
         for (int i = 0; i < kChains; ++i)

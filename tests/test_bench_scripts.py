@@ -103,25 +103,34 @@ def test_shell_scripts_parse():
         assert proc.returncode == 0, proc.stderr
 
 
-def test_cluster_capacity_builds_and_reports(tmp_path):
-    """bench/cluster_capacity.cu compiles; without a GPU it exits 4 and says so, with one every row's
-    blocks are its clusters times the cluster size and never more than the device's SMs."""
+def _build_and_run(tmp_path, name: str, opt: str) -> subprocess.CompletedProcess | None:
+    """Compiles bench/NAME.cu for sm_90 (skips without nvcc) and runs it: None where it found no
+    GPU (exit 4, saying so), else its completed process, which exited 0."""
     nvcc = find_nvcc()
     if nvcc is None:
-        pytest.skip("nvcc not found on PATH (set NVCC): bench/cluster_capacity.cu cannot be compiled here")
-    exe = tmp_path / "cluster_capacity"
+        pytest.skip(f"nvcc not found on PATH (set NVCC): bench/{name}.cu cannot be compiled here")
+    exe = tmp_path / name
     build = subprocess.run(
-        [nvcc, "-O2", "-arch=sm_90", "-o", str(exe), str(BENCH / "cluster_capacity.cu")],
+        [nvcc, opt, "-arch=sm_90", "-o", str(exe), str(BENCH / f"{name}.cu")],
         capture_output=True,
         text=True,
         check=False,
     )
     assert build.returncode == 0, build.stderr
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=60)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=120)
     if proc.returncode == 4:
-        assert "cluster_capacity: no CUDA device" in proc.stderr
-        return
+        assert f"{name}: no CUDA device" in proc.stderr
+        return None
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_cluster_capacity_builds_and_reports(tmp_path):
+    """bench/cluster_capacity.cu compiles; without a GPU it exits 4 and says so, with one every row's
+    blocks are its clusters times the cluster size and never more than the device's SMs."""
+    proc = _build_and_run(tmp_path, "cluster_capacity", "-O2")
+    if proc is None:
+        return
     head, _, *rows = proc.stdout.splitlines()
     sms = int(head.split(", ")[1].split()[0])
     table = [tuple(int(v) for v in row.split()) for row in rows]
@@ -153,22 +162,9 @@ def test_block_timeline_instruments_the_current_core(tmp_path):
 def test_fp8_convert_rate_builds_and_reports(tmp_path):
     """bench/fp8_convert_rate.cu compiles; without a GPU it exits 4 and says so, with one it prints
     the four rates, HFMA2's first and the others relative to it."""
-    nvcc = find_nvcc()
-    if nvcc is None:
-        pytest.skip("nvcc not found on PATH (set NVCC): bench/fp8_convert_rate.cu cannot be compiled here")
-    exe = tmp_path / "fp8_convert_rate"
-    build = subprocess.run(
-        [nvcc, "-O3", "-arch=sm_90", "-o", str(exe), str(BENCH / "fp8_convert_rate.cu")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert build.returncode == 0, build.stderr
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, check=False, timeout=120)
-    if proc.returncode == 4:
-        assert "fp8_convert_rate: no CUDA device" in proc.stderr
+    proc = _build_and_run(tmp_path, "fp8_convert_rate", "-O3")
+    if proc is None:
         return
-    assert proc.returncode == 0, proc.stderr
     _device, _header, *rows = proc.stdout.splitlines()
     names = [row.split("(")[0].strip() for row in rows]
     assert names == ["hfma2", "cvt e4m3x2 -> f16x2", "integer decode", "cvt f16x2 -> e4m3x2"]
