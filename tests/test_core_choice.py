@@ -115,7 +115,10 @@ def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
     assert rows["r50-c3"][3] == "wg-128x128"  # BF16 keeps 8 producer warps
     # quantized layers: the 8-bit tiles, split as FP16 is; 64 channels per group: two kernel points
     # per 128-channel chunk
-    assert rows["r50-c4"][4:] == ["wg-256x64-q8/s2", "wg-128x64-q8"]  # FP8: 256 rows wait on 4 slices
+    # 256 channels on one wave: the two 128-channel tiles of a pixel tile share their samples
+    assert rows["r50-c4"][4:] == ["wg-128x64-q8-pair"] * 2
+    assert rows["r50-c5"][4:] == ["wg-256x64-q8-pair/s3", "wg-256x64-q8/s3"]  # the 256-row pair: INT8 only
+    assert rows["dbnet-c4"][4:] == ["wg-256x64-q8"] * 2  # two waves of pairs would cost more
     assert rows["bev-c4"][4:] == ["wg-256x64-q8+16/s8"] * 2
     # 128 output channels and many pixels: the 128-pixel tile, where FP16 takes wg-128x128-p16
     assert rows["r50-c3"][4:] == ["wg-128x128-q8"] * 2 and rows["r50-c3"][2] == "wg-128x128-p16"
@@ -180,8 +183,8 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     # Quantized layers (INT8, FP8): the 128-channel-chunk tiles where channels per group
     # and per deformable group divide by 128, or a group holds exactly 64 channels within one
     # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
-    q8 = {t.index for t in infos if t.name.endswith("-q8")}
-    assert len(q8) == 6
+    q8 = {t.index for t in infos if t.name.endswith(("-q8", "-q8-pair"))}
+    assert len(q8) == 8
     warp_q8 = {name["async-128x64-q8"], name["async-128x32-p8-q8"]}  # mma.sync: 8.x, and sm_120's PTX
     for quant in (1, 2):
         layers = (

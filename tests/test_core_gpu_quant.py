@@ -40,6 +40,10 @@ QUANT_CASES: list[Case] = [
     # two images of 112 pixels (a multiple of 16): the 16-byte output items of FP16 and 8-bit outputs
     # (storeQuantAligned), pixel tiles that span both images
     Case("q_c128_b2_items", 2, 128, 8, 14, 128, (3, 3), padding=(1, 1), off_scale=2.0),
+    # 256 and 512 output channels in one group: the sample-sharing tiles (the two channel tiles of a
+    # pixel tile as one cluster, each block sampling every other chunk); 9 chunks, an odd count
+    Case("q_c128_cout256_pair", 1, 128, 11, 9, 256, (3, 3), (1, 2), (1, 1), (2, 1), off_scale=2.5),
+    Case("q_c128_cout512_pair", 1, 128, 8, 10, 512, (3, 3), padding=(1, 1), off_scale=2.0),
     # channels the 8-bit tiles do not take: the simple kernel; 3 groups, 4 deformable groups, 1x3 kernel
     Case("q_c48_g3_dg4", 2, 48, 7, 9, 18, (1, 3), (1, 1), (0, 1), (1, 2), group=3, dg=4, off_scale=2.0),
 ]
@@ -138,7 +142,7 @@ def test_auto_runs_the_8bit_tiles(lib, qtype: str) -> None:
         inputs, _ = inputs_refs(case, qtype, "float16")
         p = core_quant.params(case, qtype, "float16", inputs, algo=core.ALGO_AUTO, out_scale=None)
         tile, splits = core_fused.fused_choice(p, lib=lib)
-        assert names[tile].endswith("-q8"), (case.name, names[tile], splits)
+        assert names[tile].endswith(("-q8", "-q8-pair")), (case.name, names[tile], splits)
 
 
 @pytest.mark.gpu

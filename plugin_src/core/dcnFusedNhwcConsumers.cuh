@@ -55,6 +55,18 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
         float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of a chunk (wgmmaFp8Chunk)
+        // Stage sf may be refilled: its EMPTY arrival goes to the block that fills it (PAIR: rank sf % 2).
+        auto freeStage = [&](int sf) {
+            if constexpr (C::PAIR)
+            {
+                if (static_cast<uint32_t>(sf & 1) == rank)
+                    mbarArrive(emptyS + 8 * sf);
+                else
+                    mbarArriveRemote(emptyS + 8 * sf + peer);
+            }
+            else
+                mbarArrive(emptyS + 8 * sf);
+        };
         for (int kc = 0; kc < nChunks; ++kc)
         {
             int const s = kc % C::STAGES;
@@ -71,7 +83,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             {
                 wgmmaFp8Chunk<C>(&acc[0][0][0], fresh, aS, bS);
                 if (kc + C::STAGES < nChunks)
-                    mbarArrive(emptyS + 8 * s);
+                    freeStage(s);
                 continue;
             }
             else if constexpr (C::SPLIT == 2)
@@ -97,7 +109,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 eachAcc<C>(tmp, [](float& v) { wgmmaFenceOperand(v); });
                 addAcc<C>(acc, tmp);
                 if (kc + C::STAGES < nChunks)
-                    mbarArrive(emptyS + 8 * s);
+                    freeStage(s);
                 continue;
             }
             else
@@ -122,16 +134,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 wgmmaWait<1>();
                 if (kc > 0 && kc - 1 + C::STAGES < nChunks)
                 {
-                    int const sf = (kc - 1) % C::STAGES;
-                    if constexpr (C::PAIR) // on the block that fills stage sf (rank sf % 2)
-                    {
-                        if (static_cast<uint32_t>(sf & 1) == rank)
-                            mbarArrive(emptyS + 8 * sf);
-                        else
-                            mbarArriveRemote(emptyS + 8 * sf + peer);
-                    }
-                    else
-                        mbarArrive(emptyS + 8 * sf);
+                    freeStage((kc - 1) % C::STAGES);
                 }
             }
         }

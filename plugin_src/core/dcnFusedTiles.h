@@ -116,6 +116,8 @@ enum TileId : int
     kAsync128x64Q8,     // 8-bit on warp MMAs (sm_80+; FP8 8.9+): 3 stages fit 99 KiB (sm_86, sm_89, sm_120)
     kAsync128x32P8Q8,   // the same 32 pixels wide: small layers and groups of at most 64 output channels
     kTma128x32P8Q8,     // 32 pixels wide, TMA weights (sm_90+), INT8: small layers split many ways
+    kWg128x64Q8Pair,    // 8-bit, two 128-channel tiles of a pixel tile share their samples
+    kWg256x64Q8Pair,    // INT8, two 256-channel tiles of a pixel tile share their samples
     kTileCount
 };
 
@@ -152,6 +154,8 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 2, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.80f, 0.80f},
     {128, 32, 4, 4, 8, 3, true, 128, true, false, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 20.0f, 1, false, 0.60f, 0.80f},
     {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 8.0f, 1, false, 0.49f, 0.0f},
+    {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 50.0f, 1, true, 0.35f, 0.45f},
+    {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.40f, 0.0f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,

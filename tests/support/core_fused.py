@@ -204,8 +204,9 @@ def tile_infos(lib: ctypes.CDLL | None = None) -> list[TileInfo]:
 
 
 def quant_tiles(qtype: str, lib: ctypes.CDLL | None = None) -> list[TileInfo]:
-    """The 8-bit tiles (names ending in ``-q8``) built for ``qtype`` (``"int8"``, ``"fp8e4m3"``)."""
-    return [t for t in tile_infos(lib) if t.name.endswith("-q8") and t.takes(qtype)]
+    """The 8-bit tiles (names ending in ``-q8``, or ``-q8-pair`` for the sample-sharing ones) built
+    for ``qtype`` (``"int8"``, ``"fp8e4m3"``)."""
+    return [t for t in tile_infos(lib) if t.name.endswith(("-q8", "-q8-pair")) and t.takes(qtype)]
 
 
 def tile_index(name: str, lib: ctypes.CDLL | None = None) -> int:
