@@ -51,43 +51,44 @@ __device__ __forceinline__ void keep(uint32_t const (&a)[kChains], uint32_t* out
         out[0] = s;
 }
 
-__global__ void convertUp(uint32_t* out, uint32_t seed)
+// One chain step of each timed operation (the kernel below runs kChains independent chains).
+struct ConvertUp
 {
-    uint32_t a[kChains];
-    seedChains(a, seed);
-    for (int it = 0; it < kIters; ++it)
-#pragma unroll
-        for (int i = 0; i < kChains; ++i)
-            a[i] = cvtUp(static_cast<uint16_t>(a[i])) ^ cvtUp(static_cast<uint16_t>(a[i] >> 16));
-    keep(a, out);
-}
+    static __device__ __forceinline__ uint32_t step(uint32_t a)
+    {
+        return cvtUp(static_cast<uint16_t>(a)) ^ cvtUp(static_cast<uint16_t>(a >> 16));
+    }
+};
 
 // Codes 0-3 of a word: bytes 0 and 2 and bytes 1 and 3 as FP16 pairs of value / 256 (sign to bit 15,
 // exponent and mantissa shifted into the FP16 fields).
-__global__ void decodeInteger(uint32_t* out, uint32_t seed)
+struct DecodeInteger
 {
-    uint32_t a[kChains];
-    seedChains(a, seed);
-    for (int it = 0; it < kIters; ++it)
-#pragma unroll
-        for (int i = 0; i < kChains; ++i)
-        {
-            uint32_t const w = a[i];
-            uint32_t const even = ((w << 8) & 0x80008000u) | ((w << 7) & 0x3F803F80u);
-            uint32_t const odd = (w & 0x80008000u) | ((w >> 1) & 0x3F803F80u);
-            a[i] = even ^ odd;
-        }
-    keep(a, out);
-}
+    static __device__ __forceinline__ uint32_t step(uint32_t w)
+    {
+        uint32_t const even = ((w << 8) & 0x80008000u) | ((w << 7) & 0x3F803F80u);
+        uint32_t const odd = (w & 0x80008000u) | ((w >> 1) & 0x3F803F80u);
+        return even ^ odd;
+    }
+};
 
-__global__ void convertDown(uint32_t* out, uint32_t seed)
+struct ConvertDown
+{
+    static __device__ __forceinline__ uint32_t step(uint32_t a)
+    {
+        return (a + cvtDown(a)) | 0x3C00u;
+    }
+};
+
+template <class Step>
+__global__ void chains(uint32_t* out, uint32_t seed)
 {
     uint32_t a[kChains];
     seedChains(a, seed);
     for (int it = 0; it < kIters; ++it)
 #pragma unroll
         for (int i = 0; i < kChains; ++i)
-            a[i] = (a[i] + cvtDown(a[i])) | 0x3C00u;
+            a[i] = Step::step(a[i]);
     keep(a, out);
 }
 
@@ -144,8 +145,10 @@ int main()
     int const blocks = sms * 8, threads = 256, reps = 5;
     std::printf("%s, %d SMs, %d MHz maximum clock\n", prop.name, sms, clockKhz / 1000);
     std::printf("%-36s %9s %14s %10s\n", "operation", "ms", "per SM-clock", "x HFMA2");
-    Rate const rates[] = {{"hfma2 (instructions)", hfma2, 1}, {"cvt e4m3x2 -> f16x2 (instructions)", convertUp, 2},
-        {"integer decode (words of 4 codes)", decodeInteger, 1}, {"cvt f16x2 -> e4m3x2 (instructions)", convertDown, 1}};
+    Rate const rates[] = {{"hfma2 (instructions)", hfma2, 1},
+        {"cvt e4m3x2 -> f16x2 (instructions)", chains<ConvertUp>, 2},
+        {"integer decode (words of 4 codes)", chains<DecodeInteger>, 1},
+        {"cvt f16x2 -> e4m3x2 (instructions)", chains<ConvertDown>, 1}};
     double hfmaRate = 0.0;
     for (Rate const& r : rates)
     {
