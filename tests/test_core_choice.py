@@ -230,27 +230,30 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
         core_fused.fused_choice(dla, lib=lib)
 
 
-def test_auto_runs_8bit_pairs_on_whole_channel_tiles_only(lib: ctypes.CDLL) -> None:
-    """AUTO runs an 8-bit sample-sharing tile only on a group of an even number of whole channel
-    tiles: never where the last tile would be partial (the 256-row pair on 320 output channels
-    failed its GPU test; unsupportedReason refuses it), and still on whole ones (R50-c4, R50-c5)."""
+def test_auto_runs_pairs_on_whole_channel_tiles_only(lib: ctypes.CDLL) -> None:
+    """AUTO runs a sample-sharing tile (BF16, INT8, FP8) only on a group of an even number of whole
+    channel tiles: never where the last tile would be partial (the 8-bit 256-row pair on 320 output
+    channels failed its GPU test; unsupportedReason refuses partial tiles to every pair), and still
+    on whole ones."""
     name = {t.index: t.name for t in core_fused.tile_infos(lib)}
-    picked = []
-    for quant in (1, 2):
+    picked = set()
+    for quant in (0, 1, 2):
         for cin in (128, 256, 512):
             for cout in (160, 192, 256, 288, 320, 384, 448, 512, 640):
                 for hw in ((20, 24), (25, 34), (50, 84)):
                     layer = core.make_params(
-                        (1, cin, *hw), (cout, cin, 3, 3), padding=(1, 1), dtype=core.FLOAT16
+                        (1, cin, *hw), (cout, cin, 3, 3), padding=(1, 1),
+                        dtype=core.BFLOAT16 if quant == 0 else core.FLOAT16,
                     )
-                    layer.quant, layer.xScale, layer.outType = quant, 0.05, core.FLOAT16
+                    if quant:
+                        layer.quant, layer.xScale, layer.outType = quant, 0.05, core.FLOAT16
                     choice = core_fused.fused_choice(layer, lib=lib)
                     tile = name[choice[0]] if choice else ""
-                    if tile.endswith("-q8-pair"):
+                    if tile.endswith("-pair"):
                         rows = 256 if tile.startswith("wg-256") else 128
                         assert cout % rows == 0 and cout // rows % 2 == 0, (quant, cin, cout, hw, tile)
-                        picked.append(tile)
-    assert {"wg-128x64-q8-pair", "wg-256x64-q8-pair"} <= set(picked), picked
+                        picked.add(tile)
+    assert picked == {"wg-128x64-q8-pair", "wg-256x64-q8-pair", "wg-256x64-p16-pair"}, picked
 
 
 def _build_variant(tmp_path: Path, archs: str, ptx: str) -> ctypes.CDLL:

@@ -221,11 +221,11 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
                    "sm_90 SASS, or PTX of compute_89 or newer)";
         if (kTiles[tile].pairM && (mg + kTiles[tile].bm - 1) / kTiles[tile].bm % 2 != 0)
             return "the sample-sharing tile runs channel tiles in pairs: a group needs an even number of them";
-        // 8-bit pairs: whole channel tiles only; a partial last tile is not correct on them
-        // (docs/fused_kernel_notes.md, 8-bit sample-sharing tiles).
-        if (kTiles[tile].pairM && p.quant != kDCN_QUANT_NONE && mg % kTiles[tile].bm != 0)
-            return "the 8-bit sample-sharing tiles run whole channel tiles in pairs: a group's output channels "
-                   "must be a multiple of the tile's rows";
+        // Whole channel tiles only: a partial last tile was wrong on the 8-bit 256-row pair, for a
+        // cause not found, and is refused to every pair (docs/fused_kernel_notes.md).
+        if (kTiles[tile].pairM && mg % kTiles[tile].bm != 0)
+            return "the sample-sharing tiles run whole channel tiles in pairs: a group's output channels must be "
+                   "a multiple of the tile's rows";
         if (workspaceSize < workspaceBytes(p))
             return "the workspace is smaller than dcnWorkspaceSize()";
         if (splits > capSplits(p))
