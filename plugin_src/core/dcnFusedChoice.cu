@@ -221,8 +221,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
                    "sm_90 SASS, or PTX of compute_89 or newer)";
         if (kTiles[tile].pairM && (mg + kTiles[tile].bm - 1) / kTiles[tile].bm % 2 != 0)
             return "the sample-sharing tile runs channel tiles in pairs: a group needs an even number of them";
-        // Whole channel tiles only: a partial last tile was wrong on the 8-bit 256-row pair, for a
-        // cause not found, and is refused to every pair (docs/fused_kernel_notes.md).
+        // Whole channel tiles only, until a GPU run settles a failed test of the 8-bit 256-row pair
+        // on a partial last tile (docs/fused_kernel_notes.md, 8-bit sample-sharing tiles).
         if (kTiles[tile].pairM && mg % kTiles[tile].bm != 0)
             return "the sample-sharing tiles run whole channel tiles in pairs: a group's output channels must be "
                    "a multiple of the tile's rows";

@@ -337,18 +337,21 @@ def run_core(
     status, msg = core.validate(p, lib)
     assert status == core.SUCCESS, msg
     stream = stream or cupy.cuda.Stream(non_blocking=True)
-    with stream:  # uploads, poison and kernel all on one stream
-        dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
-        x, weight = dev["x"], dev["weight"]
-        if channel_last:
-            p.xLayout = core.LAYOUT_NHWC
-            x = cupy.ascontiguousarray(x.transpose(0, 2, 3, 1))
-        if prepared:
-            weight = core.prepare_weights(p, weight, lib)
-            p.weightLayout = core.WEIGHT_PREPARED
-        buf, out = poisoned_output((p.n, p.cout, p.ho, p.wo), dtype)
-        core.forward(p, x, dev["offset"], dev["mask"], weight, dev["bias"], out, lib=lib)
-    stream.synchronize()
+    try:
+        with stream:  # uploads, poison and kernel all on one stream
+            dev = {k: (None if v is None else to_device(v, dtype)) for k, v in inputs.items()}
+            x, weight = dev["x"], dev["weight"]
+            if channel_last:
+                p.xLayout = core.LAYOUT_NHWC
+                x = cupy.ascontiguousarray(x.transpose(0, 2, 3, 1))
+            if prepared:
+                weight = core.prepare_weights(p, weight, lib)
+                p.weightLayout = core.WEIGHT_PREPARED
+            buf, out = poisoned_output((p.n, p.cout, p.ho, p.wo), dtype)
+            core.forward(p, x, dev["offset"], dev["mask"], weight, dev["bias"], out, lib=lib)
+    finally:
+        # A refused call leaves the uploads and the poison fill queued (see core_quant.run).
+        stream.synchronize()
     assert guard_intact(buf, out.size, dtype), "the kernel wrote past the end of the output"
     result = from_device(out, dtype)
     unwritten = int(np.isnan(result).sum())
