@@ -49,10 +49,10 @@ def main() -> int:
     for case in CASES:
         for qtype in core_quant.QUANT:
             # the 8-bit tiles built for this type (tma-128x32-p8-q8: INT8 only)
-            tiles = [core.ALGO_FUSED_TILE + t.index for t in core_fused.quant_tiles(qtype, lib)]
+            infos = core_fused.quant_tiles(qtype, lib)
+            tiles = [core.ALGO_FUSED_TILE + t.index for t in infos]
             # the sample-sharing tiles add split sums with the reduction kernel only
-            pairs = {core.ALGO_FUSED_TILE + t.index for t in core_fused.quant_tiles(qtype, lib)
-                     if t.name.endswith("-pair")}
+            pairs = {core.ALGO_FUSED_TILE + t.index for t in infos if t.name.endswith("-pair")}
             inputs = core_quant.make_inputs(case, qtype, "float16")
             refs = core_quant.references(case, qtype, inputs)
             bound = core_quant.allowed(qtype, "float16", inputs, refs["qdq"])

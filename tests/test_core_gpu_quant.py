@@ -160,6 +160,7 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
 
     if device_cc() // 10 != 9:
         pytest.skip(f"every 8-bit tile (the warpgroup ones: 9.x) is forced here; this GPU is {device_cc()}")
+    tiles = q8_tiles(lib, qtype)
     names = {t.index: t.name for t in core_fused.tile_infos(lib)}
     seed = f"(seed {core_quant.SESSION_SEED})"
     ran: set[int] = set()
@@ -168,7 +169,7 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
         out_scale = float(np.float32(np.abs(refs["qdq"]).max() / QMAX[qtype])) if out_q else None
         core.set_split_reduce(reduce, lib)
         try:
-            for tile in q8_tiles(lib, qtype):
+            for tile in tiles:
                 pair = names[tile].endswith("-pair")
                 for splits in (2, 3):
                     algo = core.ALGO_FUSED_TILE + tile + core.ALGO_SPLIT_STEP * (splits - 1)
@@ -189,6 +190,6 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
                         core_quant.check_float_output(qtype, "float16", inputs, refs, out, where)
         finally:
             core.set_split_reduce(core.SPLIT_REDUCE_AUTO, lib)
-    single = {t for t in q8_tiles(lib, qtype) if not names[t].endswith("-pair")}
-    expect = single if reduce == core.SPLIT_REDUCE_CLUSTER else set(q8_tiles(lib, qtype))
+    single = {t for t in tiles if not names[t].endswith("-pair")}
+    expect = single if reduce == core.SPLIT_REDUCE_CLUSTER else set(tiles)
     assert ran == expect, f"tiles that took no case: {sorted(names[t] for t in expect - ran)}"
