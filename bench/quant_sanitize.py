@@ -1,6 +1,6 @@
 """compute-sanitizer driver for the quantized layers: the 8-bit tiles (each forced, also with K
-split 2 ways, both reductions) and the simple kernel on six small cases (one of 64 channels, two
-of 256 and 512 output channels for the sample-sharing tiles), INT8 and FP8, float and quantized output,
+split 2 ways, both reductions) and the simple kernel on eight small cases (one of 64 channels, four
+of 256 to 512 output channels for the sample-sharing tiles), INT8 and FP8, float and quantized output,
 with CuPy's pool off so every tensor is its own allocation. Checks each float output against the
 Q/DQ model's bound as well. A tile that does not take a case (the sample-sharing tiles need an even
 number of channel tiles) skips it; every tile must run on at least one case.
@@ -36,6 +36,9 @@ CASES = (
     # 256 and 512 output channels: a pair of 128- and of 256-channel tiles (the sample-sharing tiles)
     Case("s_c128_cout256_pair", 1, 128, 5, 7, 256, (3, 3), (1, 2), (1, 1), off_scale=2.0),
     Case("s_c128_cout512_pair", 1, 128, 4, 5, 512, (3, 3), padding=(1, 1), off_scale=2.0),
+    # partial last channel tiles: 256 + 64 rows (the 256-row pair), 3 x 128 + 64 rows (the 128-row one)
+    Case("s_c128_cout320_pair", 1, 128, 5, 6, 320, (3, 3), padding=(1, 1), off_scale=2.0),
+    Case("s_c128_cout448_pair", 1, 128, 4, 6, 448, (3, 3), padding=(1, 1), off_scale=2.0),
 )
 
 
