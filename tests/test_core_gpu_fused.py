@@ -44,8 +44,8 @@ FUSED_CASES: list[Case] = [
     Case("f_nhwc_images", 3, 64, 9, 10, 96, (3, 3), padding=(1, 1), off_scale=4.0),
     # 16-byte prep transpose (planes of 320 pixels), a last channel tile of 32 of 64
     Case("f_nhwc_vec_c96", 3, 96, 16, 20, 64, (3, 3), padding=(1, 1), off_scale=2.0),
-    # Two channel tiles of 256, the second of 144 rows, which the sample-sharing tile refuses (whole
-    # channel tiles only); plans rebuilt for 2 deformable groups.
+    # Two channel tiles of 256, the second of 144 rows (the sample-sharing tile on a partial tile);
+    # plans rebuilt for 2 deformable groups.
     Case("f_nhwc_pair_m400", 2, 128, 9, 10, 400, (3, 3), padding=(1, 1), dg=2, off_scale=2.5),
     # 2 groups of 512 output channels, 9 K chunks per group (one block of the pair samples 5, the
     # other 4), non-square attributes.
@@ -102,7 +102,7 @@ def test_every_tile_matches_reference_and_each_other(lib, need_fused, case: Case
                 "capability 9.",  # TMA and warpgroup-MMA tiles
                 "FP32 only",  # 32-channel TMA tiles
                 "not built for",  # (tile, precision) pairs AUTO never chooses
-                "channel tiles in pairs",  # the sample-sharing tiles: an odd number, or a partial tile
+                "channel tiles in pairs",  # the sample-sharing tiles: an odd number of channel tiles
                 "quantized (INT8, FP8) layers only",  # the 8-bit tiles (tests/test_core_gpu_quant.py)
             )
             assert any(r in str(exc) for r in reasons), str(exc)

@@ -219,11 +219,8 @@ char const* unsupportedReason(DcnParams const& p, int tile, int splits, Device c
         if (!kTiles[tile].wgmma && kernelType(p) == kDCN_FP8E4M3 && !d.fp8Mma)
             return "FP8 warp MMAs need compute capability 8.9 or newer and code for it in this build (sm_89 or "
                    "sm_90 SASS, or PTX of compute_89 or newer)";
-        // An even number of whole channel tiles: partial ones wait for a GPU run that settles a failed
-        // test of the 8-bit 256-row pair on one (docs/fused_kernel_notes.md, 8-bit sample-sharing tiles).
-        if (kTiles[tile].pairM && mg % (2 * kTiles[tile].bm) != 0)
-            return "the sample-sharing tiles run whole channel tiles in pairs: a group's output channels must be "
-                   "a multiple of twice the tile's rows";
+        if (kTiles[tile].pairM && (mg + kTiles[tile].bm - 1) / kTiles[tile].bm % 2 != 0)
+            return "the sample-sharing tiles run channel tiles in pairs: a group needs an even number of them";
         if (workspaceSize < workspaceBytes(p))
             return "the workspace is smaller than dcnWorkspaceSize()";
         if (splits > capSplits(p))
