@@ -3,11 +3,12 @@ compute capability 9.x).
 
 A pair tile runs the two channel tiles of a pixel tile as one thread-block cluster, each block
 sampling every other K chunk for both; its MMAs, their order along K and its epilogue are its
-twin's (the same name without ``-pair``), so an unsplit run must give the twin's bits. The cases
-sweep the output channels of one group over whole and partial channel tiles of both tile heights
-(128 and 256 rows), on a plane of several pixel tiles and on one smaller than a pixel tile, in
-BF16, INT8 and FP8, NCHW x with OIHW weights and NHWC x with prepared weights. A pair that refuses
-a case must hold an odd number of channel tiles and say so; every pair must run somewhere.
+twin's (the same name without ``-pair``), so an unsplit run must give the twin's bits (the twins
+meet the float64 references in tests/test_core_gpu_fused.py and tests/test_core_gpu_quant.py). The
+cases sweep the output channels of one group over whole and partial channel tiles of both tile
+heights (128 and 256 rows), on planes of 480 and 80 output pixels (last pixel tiles of 32 and 16),
+in BF16, INT8 and FP8, NCHW x with OIHW weights and NHWC x with prepared weights. A pair that
+refuses a case must hold an odd number of channel tiles and say so; every pair must run somewhere.
 """
 
 from __future__ import annotations
