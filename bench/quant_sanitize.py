@@ -55,7 +55,7 @@ def main() -> int:
             infos = core_fused.quant_tiles(qtype, lib)
             tiles = [core.ALGO_FUSED_TILE + t.index for t in infos]
             # the sample-sharing tiles add split sums with the reduction kernel only
-            pairs = {core.ALGO_FUSED_TILE + t.index for t in infos if t.name.endswith("-pair")}
+            pairs = {core.ALGO_FUSED_TILE + t.index for t in infos if t.pair}
             inputs = core_quant.make_inputs(case, qtype, "float16")
             refs = core_quant.references(case, qtype, inputs)
             bound = core_quant.allowed(qtype, "float16", inputs, refs["qdq"])

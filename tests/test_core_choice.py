@@ -234,7 +234,7 @@ def test_auto_runs_pairs_on_even_channel_tile_counts(lib: ctypes.CDLL) -> None:
     """AUTO runs a sample-sharing tile (BF16, INT8, FP8) only on a group of an even number of
     channel tiles, the last one partial or whole (tests/test_core_gpu_pairs.py checks both against
     the unpaired twins on the GPU), and each pair on some layer of each kind."""
-    name = {t.index: t.name for t in core_fused.tile_infos(lib)}
+    infos = core_fused.tile_infos(lib)
     picked = set()
     for quant in (0, 1, 2):
         for cin in (128, 256, 512):
@@ -247,11 +247,10 @@ def test_auto_runs_pairs_on_even_channel_tile_counts(lib: ctypes.CDLL) -> None:
                     if quant:
                         layer.quant, layer.xScale, layer.outType = quant, 0.05, core.FLOAT16
                     choice = core_fused.fused_choice(layer, lib=lib)
-                    tile = name[choice[0]] if choice else ""
-                    if tile.endswith("-pair"):
-                        rows = 256 if tile.startswith("wg-256") else 128
-                        assert -(-cout // rows) % 2 == 0, (quant, cin, cout, hw, tile)
-                        picked.add((tile, "whole" if cout % rows == 0 else "partial"))
+                    tile = infos[choice[0]] if choice else None
+                    if tile and tile.pair:
+                        assert -(-cout // tile.bm) % 2 == 0, (quant, cin, cout, hw, tile.name)
+                        picked.add((tile.name, "whole" if cout % tile.bm == 0 else "partial"))
     pairs = ("wg-128x64-q8-pair", "wg-256x64-q8-pair", "wg-256x64-p16-pair")
     whole = {tile for tile, kind in picked if kind == "whole"}
     assert whole == set(pairs), picked

@@ -38,7 +38,7 @@ def lib():
 def pairs_and_twins(lib, dtype: str) -> list[tuple[core_fused.TileInfo, core_fused.TileInfo]]:
     infos = core_fused.tile_infos(lib)
     by_name = {t.name: t for t in infos}
-    out = [(t, by_name[t.name.removesuffix("-pair")]) for t in infos if t.name.endswith("-pair")]
+    out = [(t, by_name[t.name.removesuffix("-pair")]) for t in infos if t.pair]
     return [(pair, twin) for pair, twin in out if pair.takes(dtype) and twin.takes(dtype)]
 
 

@@ -161,7 +161,7 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
     if device_cc() // 10 != 9:
         pytest.skip(f"every 8-bit tile (the warpgroup ones: 9.x) is forced here; this GPU is {device_cc()}")
     tiles = q8_tiles(lib, qtype)
-    names = {t.index: t.name for t in core_fused.tile_infos(lib)}
+    infos = {t.index: t for t in core_fused.tile_infos(lib)}
     seed = f"(seed {core_quant.SESSION_SEED})"
     ran: set[int] = set()
     for case in (QUANT_CASES[0], QUANT_CASES[2], QUANT_CASES[6], QUANT_CASES[9]):
@@ -170,10 +170,10 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
         core.set_split_reduce(reduce, lib)
         try:
             for tile in tiles:
-                pair = names[tile].endswith("-pair")
+                pair = infos[tile].pair
                 for splits in (2, 3):
                     algo = core.ALGO_FUSED_TILE + tile + core.ALGO_SPLIT_STEP * (splits - 1)
-                    where = f"{case.name} tile {names[tile]} splits {splits} {seed}"
+                    where = f"{case.name} tile {infos[tile].name} splits {splits} {seed}"
                     try:
                         out = core_quant.run(lib, case, qtype, "float16", inputs, algo=algo,
                                              out_scale=out_scale)
@@ -190,6 +190,6 @@ def test_split_k(lib, qtype: str, reduce: int, out_q: bool) -> None:
                         core_quant.check_float_output(qtype, "float16", inputs, refs, out, where)
         finally:
             core.set_split_reduce(core.SPLIT_REDUCE_AUTO, lib)
-    single = {t for t in tiles if not names[t].endswith("-pair")}
+    single = {t for t in tiles if not infos[t].pair}
     expect = single if reduce == core.SPLIT_REDUCE_CLUSTER else set(tiles)
-    assert ran == expect, f"tiles that took no case: {sorted(names[t] for t in expect - ran)}"
+    assert ran == expect, f"tiles that took no case: {sorted(infos[t].name for t in expect - ran)}"

@@ -169,6 +169,12 @@ class TileInfo:
         """Whether the tile takes ``dtype`` (``"float32"`` with ``math``)."""
         return dtype in self.dtypes and (dtype != "float32" or math in self.fp32_math)
 
+    @property
+    def pair(self) -> bool:
+        """Whether it is a sample-sharing tile (name ending in ``-pair``): the two channel tiles of a
+        pixel tile as one cluster; its unpaired twin is the same name without the suffix."""
+        return self.name.endswith("-pair")
+
     def runs_on(self, cc: int) -> bool:
         """Whether the library runs it on a device of compute capability ``cc`` (e.g. 90)."""
         return cc >= self.min_cc and cc // 10 in self.run_majors
