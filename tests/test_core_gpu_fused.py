@@ -44,8 +44,8 @@ FUSED_CASES: list[Case] = [
     Case("f_nhwc_images", 3, 64, 9, 10, 96, (3, 3), padding=(1, 1), off_scale=4.0),
     # 16-byte prep transpose (planes of 320 pixels), a last channel tile of 32 of 64
     Case("f_nhwc_vec_c96", 3, 96, 16, 20, 64, (3, 3), padding=(1, 1), off_scale=2.0),
-    # Two channel tiles of 256, the second of 144 rows (the sample-sharing tile on a partial tile);
-    # plans rebuilt for 2 deformable groups.
+    # Two channel tiles of 256 (the second of 144 rows) for the sample-sharing tile, whose cluster
+    # of two blocks samples every other K chunk each; plans rebuilt for 2 deformable groups.
     Case("f_nhwc_pair_m400", 2, 128, 9, 10, 400, (3, 3), padding=(1, 1), dg=2, off_scale=2.5),
     # 2 groups of 512 output channels, 9 K chunks per group (one block of the pair samples 5, the
     # other 4), non-square attributes.
