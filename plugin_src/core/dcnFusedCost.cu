@@ -14,12 +14,17 @@ namespace
 {
 
 /* The chunk weight of `tile` for p (the cost columns of kTiles, dcnFusedTiles.h); 0 for tiles the
- * estimate leaves out. Beside the columns, one rule: the cp.async and TMA tiles are left out where
+ * estimate leaves out. Beside the columns, two rules. One: the cp.async and TMA tiles are left out where
  * their weight tile has rows past the group's output channels (measured slower there), except
  * those with a register split (CenterNet 64 -> 64: wg-128x128-p16 23.6 us against 32.5 for the
  * choice without that exception) and the 8-bit ones (H100, INT8, 64 output channels:
  * tma-128x32-p8-q8 9.3 us on DLA-ida2-proj and 8.5 on DLA-up-proj, against 11.4 and 9.0 for
- * AUTO's warpgroup tiles without that exception). */
+ * AUTO's warpgroup tiles without that exception). A second: the 256-row sample-sharing tiles are
+ * left out where the group's last channel tile is partial (H100, engine path, against the unpaired
+ * tile AUTO then takes: BF16 128 -> 288 channels at 50 x 84 28.4 us against 22.3, 512 -> 320 at
+ * 25 x 34 27.0 against 23.6; INT8 256 -> 320 at 50 x 84 26.8 against 23.3, 512 -> 288 at 25 x 42
+ * 21.0 against 19.0); the 128-row pair keeps them (512 -> 448 at 25 x 34: INT8 16.7 us with 2 K
+ * splits against 17.9 for the best unpaired tile, FP8 17.5 against 20.3). */
 float chunkWeight(int tile, DcnParams const& p)
 {
     TileShape const& t = kTiles[tile];
@@ -27,6 +32,8 @@ float chunkWeight(int tile, DcnParams const& p)
     if (!t.nhwc || (t.maxMg > 0 && mg > t.maxMg) || mg <= t.minMg)
         return 0.0f;
     if ((t.asyncA || t.tmaA) && t.bm > mg && t.pregs == 0 && !quantizedType(kernelType(p)))
+        return 0.0f;
+    if (t.pairM && t.bm >= 256 && mg % t.bm != 0)
         return 0.0f;
     bool const accurate = kernelType(p) == kDCN_FLOAT32 && p.math != kDCN_MATH_TF32;
     if (accurate && mg > 64 && t.wFp32Wide > 0.0f) // set only beside a wFp32 (tileColumnsFit)
