@@ -54,7 +54,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
-        float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of a chunk (wgmmaFp8Chunk)
+        float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of one or two chunks
+        uint32_t aHeld = 0u, bHeld = 0u; // FP8, several slices: the stage of the even chunk of two
         // Stage sf may be refilled: its EMPTY arrival goes to the block that fills it (PAIR: rank sf % 2).
         auto freeStage = [&](int sf) {
             if constexpr (C::PAIR)
@@ -79,9 +80,50 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             fenceProxyAsync();
             uint32_t const aS = aWg + static_cast<uint32_t>(s * C::A_BYTES);
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
-            if constexpr (FP8)
+            if constexpr (FP8 && fp8Slices<C>() == 1)
             {
-                wgmmaFp8Chunk<C>(&acc[0][0][0], fresh, aS, bS);
+                // One fresh sum per two chunks: chunk kc + 1's stage fills while chunk kc's MMAs run.
+                bool const restart = (kc & 1) == 0;
+                wgmmaFp8Issue<C>(fresh, aS, bS, restart);
+                if (!restart || kc + 1 == nChunks)
+                {
+                    wgmmaWait<0>();
+#pragma unroll
+                    for (int i = 0; i < fp8FreshN<C>() / 2; ++i)
+                    {
+                        wgmmaFenceOperand(fresh[i]);
+                        (&acc[0][0][0])[i] += fresh[i];
+                    }
+                    if (!restart && kc - 1 + C::STAGES < nChunks)
+                        freeStage((kc - 1) % C::STAGES);
+                    if (kc + C::STAGES < nChunks)
+                        freeStage(s);
+                }
+                continue;
+            }
+            else if constexpr (FP8)
+            {
+                // Several slices. The 256-row tile: one fresh sum per two chunks, slice by slice once
+                // both stages are full. 128 x 128: one chunk per fresh sum (two spill its consumers).
+                bool two = false;
+                if constexpr (C::SWAP)
+                {
+                    if ((kc & 1) == 0 && kc + 1 < nChunks)
+                    {
+                        aHeld = aS;
+                        bHeld = bS;
+                        continue;
+                    }
+                    two = (kc & 1) != 0;
+                }
+                if (two)
+                {
+                    wgmmaFp8Chunk<C, true>(&acc[0][0][0], fresh, aHeld, bHeld, aS, bS);
+                    if (kc - 1 + C::STAGES < nChunks)
+                        freeStage((kc - 1) % C::STAGES);
+                }
+                else
+                    wgmmaFp8Chunk<C, false>(&acc[0][0][0], fresh, aS, bS, aS, bS);
                 if (kc + C::STAGES < nChunks)
                     freeStage(s);
                 continue;

@@ -299,15 +299,38 @@ __device__ __forceinline__ constexpr int fp8FreshN()
     return C::SWAP && C::BM / C::CWG <= 128 ? 128 : 64;
 }
 
-/* acc (the warpgroup's accumulators) += one FP8 E4M3 chunk of 128 channels, from the stage's weight
- * rows of this warpgroup (aS) and its sample tile (bS). The tensor cores sum FP8 products with fewer
- * bits than FP32 (DeepSeek-V3 report, section 3.3.2: about 14), so the chunk's products go into a
- * fresh sum, one slice at a time, added to acc by FP32 adds once the slice's MMAs are done. */
+/* Slices per chunk of wgmmaFp8Chunk: one where a slice holds the warpgroup's whole tile. */
 template <class C>
-__device__ __forceinline__ void wgmmaFp8Chunk(float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS)
+__device__ __forceinline__ constexpr int fp8Slices()
+{
+    return C::SWAP ? C::BM / C::CWG / fp8FreshN<C>() : C::MT * (C::BN / 64);
+}
+
+/* One-slice tiles (fp8Slices<C>() == 1): the MMAs of one FP8 chunk into fresh, from zero where
+ * `restart`, else added to what fresh holds; committed and left in flight (the caller waits and
+ * adds fresh to its accumulators after the chunk that ends the fresh sum). */
+template <class C>
+__device__ __forceinline__ void wgmmaFp8Issue(float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS, bool restart)
+{
+    static_assert(fp8Slices<C>() == 1 && C::SWAP && fp8FreshN<C>() == 128, "one-slice FP8 tile");
+    wgmmaFence();
+#pragma unroll
+    for (int ks = 0; ks < C::BK / 32; ++ks)
+        wgmmaE4m3(fresh, wgmmaDesc(bS + ks * 32), wgmmaDesc(aS + ks * 32), restart && ks == 0 ? 0 : 1);
+    wgmmaCommit();
+}
+
+/* acc (the warpgroup's accumulators) += one FP8 E4M3 chunk of 128 channels, from the stage's weight
+ * rows of this warpgroup (aS) and its sample tile (bS), or TWO chunks (the second from aS2, bS2).
+ * The tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3 report, section 3.3.2:
+ * about 14), so the chunks' products go into a fresh sum, one slice at a time, added to acc by FP32
+ * adds once the slice's MMAs are done. */
+template <class C, bool TWO>
+__device__ __forceinline__ void wgmmaFp8Chunk(
+    float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS, uint32_t aS2, uint32_t bS2)
 {
     constexpr int FRESH_N = fp8FreshN<C>();
-    constexpr int SLICES = C::SWAP ? C::BM / C::CWG / FRESH_N : C::MT * (C::BN / 64);
+    constexpr int SLICES = fp8Slices<C>();
     constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
 #pragma unroll
     for (int ns = 0; ns < SLICES; ++ns)
@@ -315,17 +338,22 @@ __device__ __forceinline__ void wgmmaFp8Chunk(float* acc, float (&fresh)[fp8Fres
         int const mt = ns / HALVES;
         wgmmaFence();
 #pragma unroll
-        for (int ks = 0; ks < C::BK / 32; ++ks)
-        {
-            uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
-            uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
-            if constexpr (!C::SWAP)
-                wgmmaE4m3N64(fresh, weights, samples, ks > 0);
-            else if constexpr (FRESH_N == 64)
-                wgmmaE4m3N64(fresh, samples, weights, ks > 0);
-            else
-                wgmmaE4m3(fresh, samples, weights, ks > 0);
-        }
+        for (int c = 0; c < (TWO ? 2 : 1); ++c)
+#pragma unroll
+            for (int ks = 0; ks < C::BK / 32; ++ks)
+            {
+                uint32_t const a = c == 0 ? aS : aS2;
+                uint32_t const b = c == 0 ? bS : bS2;
+                uint64_t const samples = wgmmaDesc(b + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
+                uint64_t const weights = wgmmaDesc(a + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
+                int const accumulate = c > 0 || ks > 0;
+                if constexpr (!C::SWAP)
+                    wgmmaE4m3N64(fresh, weights, samples, accumulate);
+                else if constexpr (FRESH_N == 64)
+                    wgmmaE4m3N64(fresh, samples, weights, accumulate);
+                else
+                    wgmmaE4m3(fresh, samples, weights, accumulate);
+            }
         wgmmaCommit();
         wgmmaWait<0>();
         float* const sum = acc + (C::SWAP ? ns * FRESH_N / 2 : (mt * C::NT + (ns % HALVES) * 8) * 4);
