@@ -235,7 +235,7 @@ def test_auto_runs_pairs_on_even_channel_tile_counts(lib: ctypes.CDLL) -> None:
     channel tiles (tests/test_core_gpu_pairs.py checks whole and partial last tiles against the
     unpaired twins on the GPU): each pair on some layer of whole tiles, the 128-row pair also on
     some layer whose last tile is partial, the 256-row pairs never there (slower than the unpaired
-    tile, dcnFusedCost.cu)."""
+    tile at the split AUTO gave them, dcnFusedCost.cu)."""
     infos = core_fused.tile_infos(lib)
     picked = set()
     for quant in (0, 1, 2):

@@ -45,8 +45,9 @@ namespace fused
  * tf32Blocks: blocks that share an SM at full speed in TF32 (where their shared memory fits).
  * The weights were fitted to H200 timings only (bench/fused_tiles.py, docs/fused_kernel_notes.md;
  * the 8-bit columns to H100 timings of every 8-bit tile and split on the 18 benchmark layers: FP8,
- * which waits for each slice of its warpgroup MMAs, costs more per chunk on the tiles of more
- * slices (wg-256x64-q8, wg-128x128-q8: four of 64 x 64; wg-128x64-q8: one of 64 x 128);
+ * which then waited for each slice of its warpgroup MMAs every chunk, cost more per chunk on the
+ * tiles of more slices (wg-256x64-q8, wg-128x128-q8: four of 64 x 64; wg-128x64-q8: one of
+ * 64 x 128); not refitted since those waits come every two chunks on the 64-pixel tiles;
  * the sample-sharing tile's BF16 column and its per-block term to H100 timings, against wg-256x64-p16
  * measured in the same run, commit 6e60c2f):
  * on compute capability 8.x they order the sm_80 tiles as on the H200, which is untuned there. */
