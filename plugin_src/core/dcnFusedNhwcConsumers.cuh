@@ -87,13 +87,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                 wgmmaFp8Issue<C>(fresh, aS, bS, restart);
                 if (!restart || kc + 1 == nChunks)
                 {
-                    wgmmaWait<0>();
-#pragma unroll
-                    for (int i = 0; i < fp8FreshN<C>() / 2; ++i)
-                    {
-                        wgmmaFenceOperand(fresh[i]);
-                        (&acc[0][0][0])[i] += fresh[i];
-                    }
+                    fp8AddFresh<C>(&acc[0][0][0], fresh, 0);
                     if (!restart && kc - 1 + C::STAGES < nChunks)
                         freeStage((kc - 1) % C::STAGES);
                     if (kc + C::STAGES < nChunks)
@@ -123,7 +117,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
                         freeStage((kc - 1) % C::STAGES);
                 }
                 else
-                    wgmmaFp8Chunk<C, false>(&acc[0][0][0], fresh, aS, bS, aS, bS);
+                    wgmmaFp8Chunk<C, false>(&acc[0][0][0], fresh, aS, bS);
                 if (kc + C::STAGES < nChunks)
                     freeStage(s);
                 continue;

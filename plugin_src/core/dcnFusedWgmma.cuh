@@ -306,63 +306,74 @@ __device__ __forceinline__ constexpr int fp8Slices()
     return C::SWAP ? C::BM / C::CWG / fp8FreshN<C>() : C::MT * (C::BN / 64);
 }
 
+/* The MMAs of slice ns of one FP8 chunk (the stage's weight rows of this warpgroup at aS, its sample
+ * tile at bS) into fresh: from zero where `restart`, else added to what fresh holds. */
+template <class C>
+__device__ __forceinline__ void fp8SliceMmas(float (&fresh)[fp8FreshN<C>() / 2], int ns, uint32_t aS, uint32_t bS, bool restart)
+{
+    constexpr int FRESH_N = fp8FreshN<C>();
+    constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
+    int const mt = ns / HALVES;
+#pragma unroll
+    for (int ks = 0; ks < C::BK / 32; ++ks)
+    {
+        uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
+        uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
+        int const accumulate = !restart || ks > 0;
+        if constexpr (!C::SWAP)
+            wgmmaE4m3N64(fresh, weights, samples, accumulate);
+        else if constexpr (FRESH_N == 64)
+            wgmmaE4m3N64(fresh, samples, weights, accumulate);
+        else
+            wgmmaE4m3(fresh, samples, weights, accumulate);
+    }
+}
+
+/* Slice ns of acc (the warpgroup's accumulators) += fresh, once the MMAs committed into it are done. */
+template <class C>
+__device__ __forceinline__ void fp8AddFresh(float* acc, float (&fresh)[fp8FreshN<C>() / 2], int ns)
+{
+    constexpr int FRESH_N = fp8FreshN<C>();
+    constexpr int HALVES = C::BN / 64;
+    wgmmaWait<0>();
+    float* const sum = acc + (C::SWAP ? ns * FRESH_N / 2 : ((ns / HALVES) * C::NT + (ns % HALVES) * 8) * 4);
+#pragma unroll
+    for (int i = 0; i < FRESH_N / 2; ++i)
+    {
+        wgmmaFenceOperand(fresh[i]);
+        sum[i] += fresh[i];
+    }
+}
+
 /* One-slice tiles (fp8Slices<C>() == 1): the MMAs of one FP8 chunk into fresh, from zero where
- * `restart`, else added to what fresh holds; committed and left in flight (the caller waits and
- * adds fresh to its accumulators after the chunk that ends the fresh sum). */
+ * `restart`, else added to what fresh holds; committed and left in flight (the caller adds fresh to
+ * its accumulators, fp8AddFresh, after the chunk that ends the fresh sum). */
 template <class C>
 __device__ __forceinline__ void wgmmaFp8Issue(float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS, bool restart)
 {
-    static_assert(fp8Slices<C>() == 1 && C::SWAP && fp8FreshN<C>() == 128, "one-slice FP8 tile");
+    static_assert(fp8Slices<C>() == 1, "one-slice FP8 tile");
     wgmmaFence();
-#pragma unroll
-    for (int ks = 0; ks < C::BK / 32; ++ks)
-        wgmmaE4m3(fresh, wgmmaDesc(bS + ks * 32), wgmmaDesc(aS + ks * 32), restart && ks == 0 ? 0 : 1);
+    fp8SliceMmas<C>(fresh, 0, aS, bS, restart);
     wgmmaCommit();
 }
 
-/* acc (the warpgroup's accumulators) += one FP8 E4M3 chunk of 128 channels, from the stage's weight
- * rows of this warpgroup (aS) and its sample tile (bS), or TWO chunks (the second from aS2, bS2).
- * The tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3 report, section 3.3.2:
- * about 14), so the chunks' products go into a fresh sum, one slice at a time, added to acc by FP32
- * adds once the slice's MMAs are done. */
+/* acc += one FP8 E4M3 chunk of 128 channels (aS, bS as in fp8SliceMmas), or TWO chunks (the second
+ * at aS2, bS2). The tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3 report,
+ * section 3.3.2: about 14), so the chunks' products go into a fresh sum, one slice at a time, added
+ * to acc by FP32 adds once the slice's MMAs are done. */
 template <class C, bool TWO>
 __device__ __forceinline__ void wgmmaFp8Chunk(
-    float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS, uint32_t aS2, uint32_t bS2)
+    float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS, uint32_t aS2 = 0u, uint32_t bS2 = 0u)
 {
-    constexpr int FRESH_N = fp8FreshN<C>();
-    constexpr int SLICES = fp8Slices<C>();
-    constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
 #pragma unroll
-    for (int ns = 0; ns < SLICES; ++ns)
+    for (int ns = 0; ns < fp8Slices<C>(); ++ns)
     {
-        int const mt = ns / HALVES;
         wgmmaFence();
-#pragma unroll
-        for (int c = 0; c < (TWO ? 2 : 1); ++c)
-#pragma unroll
-            for (int ks = 0; ks < C::BK / 32; ++ks)
-            {
-                uint32_t const a = c == 0 ? aS : aS2;
-                uint32_t const b = c == 0 ? bS : bS2;
-                uint64_t const samples = wgmmaDesc(b + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
-                uint64_t const weights = wgmmaDesc(a + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
-                int const accumulate = c > 0 || ks > 0;
-                if constexpr (!C::SWAP)
-                    wgmmaE4m3N64(fresh, weights, samples, accumulate);
-                else if constexpr (FRESH_N == 64)
-                    wgmmaE4m3N64(fresh, samples, weights, accumulate);
-                else
-                    wgmmaE4m3(fresh, samples, weights, accumulate);
-            }
+        fp8SliceMmas<C>(fresh, ns, aS, bS, true);
+        if constexpr (TWO)
+            fp8SliceMmas<C>(fresh, ns, aS2, bS2, false);
         wgmmaCommit();
-        wgmmaWait<0>();
-        float* const sum = acc + (C::SWAP ? ns * FRESH_N / 2 : (mt * C::NT + (ns % HALVES) * 8) * 4);
-#pragma unroll
-        for (int i = 0; i < FRESH_N / 2; ++i)
-        {
-            wgmmaFenceOperand(fresh[i]);
-            sum[i] += fresh[i];
-        }
+        fp8AddFresh<C>(acc, fresh, ns);
     }
 }
 
