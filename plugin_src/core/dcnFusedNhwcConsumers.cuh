@@ -175,9 +175,11 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             }
         }
         // PAIR: this block arrives on the other's mbarriers no more; the wait at the end keeps both
-        // blocks (their mbarriers and stages) alive until then.
+        // blocks (their mbarriers and stages) alive until then. Relaxed: every arrival this block
+        // made on the other's EMPTY barriers was for a stage that block refilled after waiting for
+        // it, and this block's last chunk needed those refills, so none is still outstanding.
         if constexpr (C::PAIR)
-            clusterArrive();
+            clusterArriveRelaxed();
         wgmmaWait<0>();
         eachAcc<C>(acc, [](float& v) { wgmmaFenceOperand(v); });
     }

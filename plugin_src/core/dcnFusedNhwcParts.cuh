@@ -162,7 +162,12 @@ __device__ __forceinline__ void initStages(uint32_t fullA, uint32_t rank, int ti
         mbarInitFence();
     }
     if constexpr (C::PAIR)
-        clusterSync();
+    {
+        // The initialisations are ordered by their own fence (mbarInitFence), so the arrival is
+        // relaxed: a release arrival costs every warp a GPU-wide memory barrier (MEMBAR.GPU).
+        clusterArriveRelaxed();
+        clusterWait();
+    }
     else
         __syncthreads();
 }
