@@ -177,7 +177,9 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         // PAIR: this block arrives on the other's mbarriers no more; the wait at the end keeps both
         // blocks (their mbarriers and stages) alive until then. Relaxed: every arrival this block
         // made on the other's EMPTY barriers was for a stage that block refilled after waiting for
-        // it, and this block's last chunk needed those refills, so none is still outstanding.
+        // it, and these consumers waited (FULL) for each such refill before leaving the loop; this
+        // block's copies into the other complete on barriers that the other's consumers wait for
+        // before they arrive. Nothing this block sent is outstanding once both have arrived.
         if constexpr (C::PAIR)
             clusterArriveRelaxed();
         wgmmaWait<0>();

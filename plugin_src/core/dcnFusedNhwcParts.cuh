@@ -164,7 +164,7 @@ __device__ __forceinline__ void initStages(uint32_t fullA, uint32_t rank, int ti
     if constexpr (C::PAIR)
     {
         // The initialisations are ordered by their own fence (mbarInitFence), so the arrival is
-        // relaxed: a release arrival costs every warp a GPU-wide memory barrier (MEMBAR.GPU).
+        // relaxed: a release arrival costs every warp a GPU-wide memory barrier (MEMBAR.ALL.GPU).
         clusterArriveRelaxed();
         clusterWait();
     }
