@@ -49,6 +49,8 @@ def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3")
     assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in precisions}
     assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8"}, picks["int8"]
+    fp8_wg = {"wg-128x64-q8", "wg-256x64-2wg-q8", "wg-128x128-q8"}
+    assert {k[0] for k in picks["fp8e4m3"]} >= fp8_wg, picks["fp8e4m3"]
     # the warp-MMA 8-bit tiles: INT8 from 8.0 on, FP8 from 8.9 on (L40), never on 8.0 or 8.6
     assert ("async-128x64-q8", "8.x") in picks["int8"] and ("async-128x32-p8-q8", "8.x") in picks["fp8e4m3"]
     infos = core_fused.tile_infos(lib)
@@ -117,9 +119,10 @@ def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
     # per 128-channel chunk
     # 256 channels on one wave: the two 128-channel tiles of a pixel tile share their samples
     assert rows["r50-c4"][4:] == ["wg-128x64-q8-pair"] * 2
-    assert rows["r50-c5"][4:] == ["wg-256x64-q8-pair/s3", "wg-256x64-q8/s3"]  # the 256-row pair: INT8 only
-    assert rows["dbnet-c4"][4:] == ["wg-256x64-q8"] * 2  # two waves of pairs would cost more
-    assert rows["bev-c4"][4:] == ["wg-256x64-q8+16/s8"] * 2
+    # the 256-row pair: INT8 only; FP8's 256-row tile has two consumer warpgroups
+    assert rows["r50-c5"][4:] == ["wg-256x64-q8-pair/s3", "wg-256x64-2wg-q8/s3"]
+    assert rows["dbnet-c4"][4:] == ["wg-256x64-q8", "wg-256x64-2wg-q8"]  # two waves of pairs would cost more
+    assert rows["bev-c4"][4:] == ["wg-256x64-q8+16/s8", "wg-256x64-2wg-q8+16/s8"]
     # 128 output channels and many pixels: the 128-pixel tile, where FP16 takes wg-128x128-p16
     assert rows["r50-c3"][4:] == ["wg-128x128-q8"] * 2 and rows["r50-c3"][2] == "wg-128x128-p16"
     assert rows["dla-ida2-node"][4:] == ["wg-128x128-q8"] * 2
@@ -184,7 +187,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     # and per deformable group divide by 128, or a group holds exactly 64 channels within one
     # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
     q8 = {t.index for t in infos if t.name.endswith(("-q8", "-q8-pair"))}
-    assert len(q8) == 8
+    assert len(q8) == 9
     warp_q8 = {name["async-128x64-q8"], name["async-128x32-p8-q8"]}  # mma.sync: 8.x, and sm_120's PTX
     for quant in (1, 2):
         layers = (

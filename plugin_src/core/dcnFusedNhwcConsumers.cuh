@@ -54,8 +54,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
         if constexpr (C::SPLIT == 2)
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
+        static_assert(!FP8 || !C::SWAP || C::BM / C::CWG == fp8FreshN<C>(), "FP8: one slice per warpgroup");
         float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of one or two chunks
-        uint32_t aHeld = 0u, bHeld = 0u; // FP8, several slices: the stage of the even chunk of two
         // Stage sf may be refilled: its EMPTY arrival goes to the block that fills it (PAIR: rank sf % 2).
         auto freeStage = [&](int sf) {
             if constexpr (C::PAIR)
@@ -97,27 +97,8 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             }
             else if constexpr (FP8)
             {
-                // Several slices. The 256-row tile: one fresh sum per two chunks, slice by slice once
-                // both stages are full. 128 x 128: one chunk per fresh sum (two spill its consumers).
-                bool two = false;
-                if constexpr (C::SWAP)
-                {
-                    if ((kc & 1) == 0 && kc + 1 < nChunks)
-                    {
-                        aHeld = aS;
-                        bHeld = bS;
-                        continue;
-                    }
-                    two = (kc & 1) != 0;
-                }
-                if (two)
-                {
-                    wgmmaFp8Chunk<C, true>(&acc[0][0][0], fresh, aHeld, bHeld, aS, bS);
-                    if (kc - 1 + C::STAGES < nChunks)
-                        freeStage((kc - 1) % C::STAGES);
-                }
-                else
-                    wgmmaFp8Chunk<C, false>(&acc[0][0][0], fresh, aS, bS);
+                // Several slices (128 x 128): one chunk per fresh sum (two spill its consumers).
+                wgmmaFp8Chunk<C>(&acc[0][0][0], fresh, aS, bS);
                 if (kc + C::STAGES < nChunks)
                     freeStage(s);
                 continue;

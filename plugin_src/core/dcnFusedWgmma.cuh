@@ -290,13 +290,15 @@ __device__ __forceinline__ void wgmmaAsync<float, 128>(float* d, uint64_t descA,
 #undef DCN_WGMMA_ACC8
 #endif
 
-/* The FP8 slice of a warpgroup tile's chunk (wgmmaFp8Chunk): FRESH_N output channels on swapped
- * tiles (64 on the 256-row tile, whose consumers hold 128 accumulators already), else 64 weight rows
- * x 64 pixels (fresh holds FRESH_N / 2 sums per thread either way). */
+/* The FP8 slice of a warpgroup tile's chunk (wgmmaFp8Chunk): on swapped tiles a warpgroup's 128
+ * output channels (FP8 takes no swapped tile of more rows per warpgroup: the 256-row one,
+ * wg-256x64-q8, held 128 accumulators per thread and waited for four slices of 64 per two chunks, where
+ * wg-256x64-2wg-q8's two warpgroups hold one slice each), else 64 weight rows x 64 pixels (fresh
+ * holds FRESH_N / 2 sums per thread either way). */
 template <class C>
 __device__ __forceinline__ constexpr int fp8FreshN()
 {
-    return C::SWAP && C::BM / C::CWG <= 128 ? 128 : 64;
+    return C::SWAP ? 128 : 64;
 }
 
 /* Slices per chunk of wgmmaFp8Chunk: one where a slice holds the warpgroup's whole tile. */
@@ -357,21 +359,18 @@ __device__ __forceinline__ void wgmmaFp8Issue(float (&fresh)[fp8FreshN<C>() / 2]
     wgmmaCommit();
 }
 
-/* acc += one FP8 E4M3 chunk of 128 channels (aS, bS as in fp8SliceMmas), or TWO chunks (the second
- * at aS2, bS2). The tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3 report,
- * section 3.3.2: about 14), so the chunks' products go into a fresh sum, one slice at a time, added
- * to acc by FP32 adds once the slice's MMAs are done. */
-template <class C, bool TWO>
-__device__ __forceinline__ void wgmmaFp8Chunk(
-    float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS, uint32_t aS2 = 0u, uint32_t bS2 = 0u)
+/* acc += one FP8 E4M3 chunk of 128 channels (aS, bS as in fp8SliceMmas) on a tile of several
+ * slices. The tensor cores sum FP8 products with fewer bits than FP32 (DeepSeek-V3 report, section
+ * 3.3.2: about 14), so the chunk's products go into a fresh sum, one slice at a time, added to acc
+ * by FP32 adds once the slice's MMAs are done. */
+template <class C>
+__device__ __forceinline__ void wgmmaFp8Chunk(float* acc, float (&fresh)[fp8FreshN<C>() / 2], uint32_t aS, uint32_t bS)
 {
 #pragma unroll
     for (int ns = 0; ns < fp8Slices<C>(); ++ns)
     {
         wgmmaFence();
         fp8SliceMmas<C>(fresh, ns, aS, bS, true);
-        if constexpr (TWO)
-            fp8SliceMmas<C>(fresh, ns, aS2, bS2, false);
         wgmmaCommit();
         fp8AddFresh<C>(acc, fresh, ns);
     }
