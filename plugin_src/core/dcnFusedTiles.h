@@ -123,7 +123,7 @@ enum TileId : int
     kWg128x64Q8Pair,    // 8-bit, two 128-channel tiles of a pixel tile share their samples
     kWg256x64Q8Pair,    // INT8, two 256-channel tiles of a pixel tile share their samples
     kWg256x64Q8TwoGroups, // FP8, groups of more than 128 output channels: two consumer warpgroups of
-                          // 128 rows, whose waits for their fresh sums overlap the other's MMAs
+                          // 128 rows: one waits for its fresh sums while the other's MMAs may run
     kTileCount
 };
 

@@ -322,12 +322,10 @@ __device__ __forceinline__ void fp8SliceMmas(float (&fresh)[fp8FreshN<C>() / 2],
         uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
         uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
         int const accumulate = !restart || ks > 0;
-        if constexpr (!C::SWAP)
-            wgmmaE4m3N64(fresh, weights, samples, accumulate);
-        else if constexpr (FRESH_N == 64)
-            wgmmaE4m3N64(fresh, samples, weights, accumulate);
-        else
+        if constexpr (C::SWAP) // the warpgroup's 128 output channels (fp8FreshN)
             wgmmaE4m3(fresh, samples, weights, accumulate);
+        else
+            wgmmaE4m3N64(fresh, weights, samples, accumulate);
     }
 }
 
