@@ -49,7 +49,7 @@ def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3")
     assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in precisions}
     assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8"}, picks["int8"]
-    fp8_wg = {"wg-128x64-q8", "wg-256x64-2wg-q8", "wg-128x128-q8"}
+    fp8_wg = {"wg-128x64-q8", "wg-256x64-2wg-q8", "wg-128x128-q8", "wg-256x64-2wg-q8-pair"}
     assert {k[0] for k in picks["fp8e4m3"]} >= fp8_wg, picks["fp8e4m3"]
     # the warp-MMA 8-bit tiles: INT8 from 8.0 on, FP8 from 8.9 on (L40), never on 8.0 or 8.6
     assert ("async-128x64-q8", "8.x") in picks["int8"] and ("async-128x32-p8-q8", "8.x") in picks["fp8e4m3"]
@@ -119,8 +119,8 @@ def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
     # per 128-channel chunk
     # 256 channels on one wave: the two 128-channel tiles of a pixel tile share their samples
     assert rows["r50-c4"][4:] == ["wg-128x64-q8-pair"] * 2
-    # the 256-row pair: INT8 only; FP8's 256-row tile has two consumer warpgroups
-    assert rows["r50-c5"][4:] == ["wg-256x64-q8-pair/s3", "wg-256x64-2wg-q8/s3"]
+    # two 256-channel tiles: INT8's 256-row pair; FP8's 256-row tiles have two consumer warpgroups
+    assert rows["r50-c5"][4:] == ["wg-256x64-q8-pair/s3", "wg-256x64-2wg-q8-pair/s3"]
     assert rows["dbnet-c4"][4:] == ["wg-256x64-q8", "wg-256x64-2wg-q8"]  # two waves of pairs would cost more
     assert rows["bev-c4"][4:] == ["wg-256x64-q8+16/s8", "wg-256x64-2wg-q8+16/s8"]
     # 128 output channels and many pixels: the 128-pixel tile, where FP16 takes wg-128x128-p16
@@ -187,7 +187,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     # and per deformable group divide by 128, or a group holds exactly 64 channels within one
     # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
     q8 = {t.index for t in infos if t.name.endswith(("-q8", "-q8-pair"))}
-    assert len(q8) == 9
+    assert len(q8) == 10
     warp_q8 = {name["async-128x64-q8"], name["async-128x32-p8-q8"]}  # mma.sync: 8.x, and sm_120's PTX
     for quant in (1, 2):
         layers = (
@@ -256,7 +256,7 @@ def test_auto_runs_pairs_on_even_channel_tile_counts(lib: ctypes.CDLL) -> None:
                     if tile and tile.pair:
                         assert -(-cout // tile.bm) % 2 == 0, (quant, cin, cout, hw, tile.name)
                         picked.add((tile.name, "whole" if cout % tile.bm == 0 else "partial"))
-    pairs = ("wg-128x64-q8-pair", "wg-256x64-q8-pair", "wg-256x64-p16-pair")
+    pairs = ("wg-128x64-q8-pair", "wg-256x64-q8-pair", "wg-256x64-p16-pair", "wg-256x64-2wg-q8-pair")
     whole = {tile for tile, kind in picked if kind == "whole"}
     assert whole == set(pairs), picked
     partial = {tile for tile, kind in picked if kind == "partial"}

@@ -338,8 +338,11 @@ __device__ __forceinline__ void nhwcBlock(FusedArgs const& a, T const* __restric
                     fenceProxyAsync(); // the copy engine reads these stores below
                 mbarArrive(fullB + 8 * s); // stage s is full once every producer thread arrived
                 if constexpr (C::PAIR) // the warp's rows of the sample tile into the other block's stage s
-                    pairCopyRows(sBAddr + bStage + static_cast<uint32_t>(ptid / 32) * C::PAIR_ROWS_BYTES,
-                        fullB + 8 * s, peer, C::PAIR_ROWS_BYTES, ptid & 31);
+#pragma unroll
+                    for (int j = 0; j < C::PXT; ++j)
+                        pairCopyRows(sBAddr + bStage + static_cast<uint32_t>(ptid / 32) * C::PAIR_ROWS_BYTES
+                                + static_cast<uint32_t>(j * PIX_STEP * C::LDB * sizeof(T)),
+                            fullB + 8 * s, peer, C::PAIR_ROWS_BYTES, ptid & 31);
             }
         };
         // The first plan reads only offset and mask: under programmatic dependent launch (sm_90) it

@@ -146,7 +146,7 @@ __device__ __forceinline__ uint4 interpFixed(uint2 fw, uint4 const (&v)[4])
  * tiles' of TMA tiles; FULL and EMPTY at C::FULL_OFF and C::EMPTY_OFF from it), then a barrier of the
  * block, or of the cluster on PAIR tiles, so that nobody arrives on one before it is initialised.
  * PAIR: FULL of a stage the other block fills counts that block's producer warps' copies
- * (pairCopyRows), EMPTY the consumers of both blocks. */
+ * (pairCopyRows, one per warp and task of a thread), EMPTY the consumers of both blocks. */
 template <class C>
 __device__ __forceinline__ void initStages(uint32_t fullA, uint32_t rank, int tid)
 {
@@ -156,7 +156,7 @@ __device__ __forceinline__ void initStages(uint32_t fullA, uint32_t rank, int ti
         {
             if constexpr (C::TMA_A)
                 mbarInit(fullA + 8 * s, 1);
-            mbarInit(fullA + C::FULL_OFF + 8 * s, C::PAIR && static_cast<uint32_t>(s & 1) != rank ? C::PW : C::PRODUCERS);
+            mbarInit(fullA + C::FULL_OFF + 8 * s, C::PAIR && static_cast<uint32_t>(s & 1) != rank ? C::PW * C::PXT : C::PRODUCERS);
             mbarInit(fullA + C::EMPTY_OFF + 8 * s, C::PAIR ? 2 * C::CONSUMERS : C::CONSUMERS);
         }
         mbarInitFence();

@@ -113,10 +113,11 @@ struct NTile
     // s % 2. FULL counts the filling block's producer threads there and its producer warps' copies
     // in the other block; EMPTY, in the filling block, the consumers of both blocks.
     static constexpr bool PAIR = PAIR_;
-    // The rows of the sample tile that one producer warp writes (one task per thread: 32 tasks, 32 /
-    // TPP pixels of LDB elements), contiguous in the stage: what it copies to the other block.
+    // The rows of the sample tile that one producer warp writes per task of a thread (32 tasks, 32 /
+    // TPP pixels of LDB elements), contiguous in the stage: what it copies to the other block, PXT
+    // such runs PRODUCERS / TPP pixels apart.
     static constexpr uint32_t PAIR_ROWS_BYTES = static_cast<uint32_t>(32 / TPP * LDB * sizeof(T));
-    static_assert(!PAIR || (WG && TMA_A && STAGES % 2 == 0 && SPLIT == 1 && PXT == 1 && 32 % TPP == 0),
+    static_assert(!PAIR || (WG && TMA_A && STAGES % 2 == 0 && SPLIT == 1 && 32 % TPP == 0),
         "sample-sharing tile");
     static constexpr size_t A_HALF = stageABytes(SHAPE, sizeof(T));
     static constexpr size_t B_HALF = stageBBytes(SHAPE, sizeof(T));

@@ -124,6 +124,7 @@ enum TileId : int
     kWg256x64Q8Pair,    // INT8, two 256-channel tiles of a pixel tile share their samples
     kWg256x64Q8TwoGroups, // FP8, groups of more than 128 output channels: two consumer warpgroups of
                           // 128 rows: one waits for its fresh sums while the other's MMAs may run
+    kWg256x64Q8TwoGroupsPair, // FP8, the same, two 256-channel tiles of a pixel tile share their samples
     kTileCount
 };
 
@@ -163,6 +164,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 50.0f, 1, true, 0.35f, 0.45f},
     {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.40f, 0.0f},
     {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.0f, 1.00f},
+    {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.0f, 0.50f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
