@@ -50,7 +50,10 @@ namespace fused
  * 64 x 128); not refitted since those waits come every two chunks on the 64-pixel tiles;
  * wg-256x64-2wg-q8's FP8 column: 1.00, 0.95 of the 1.05 wg-256x64-q8 had for FP8, from its forced
  * timings against that tile's at each layer's best split on five layers (H100, 2026-12-07:
- * 0.93-0.98; 0.84-0.98 over every split timed);
+ * 0.93-0.98; 0.84-0.98 over every split timed); wg-256x64-2wg-q8-pair's 0.50 (with the 256-row
+ * pairs' per-block term) from its forced timings against wg-256x64-2wg-q8 at 2-4 splits on R50-c5,
+ * DBNet-c5 and OCD-l4 (H100, 2026-12-07: 0.47-0.59 in these terms, median 0.52; 0.50 puts OCD-l4
+ * on it, where it was faster than the 128-row pair);
  * the sample-sharing tile's BF16 column and its per-block term to H100 timings, against wg-256x64-p16
  * measured in the same run, commit 6e60c2f):
  * on compute capability 8.x they order the sm_80 tiles as on the H200, which is untuned there. */
