@@ -108,10 +108,11 @@ struct NTile
     static constexpr int SPLIT = SPLIT_;
     // PAIR (TileShape::pairM): the blocks of channel tiles 2i and 2i + 1 of a pixel tile are one
     // cluster along y. Block r (its rank) samples chunks r, r + 2, ..., into its stage, copies each
-    // producer warp's rows of it into the other block's stage (a bulk copy per warp) and issues both
-    // blocks' weight tiles for that stage; with an even STAGES, stage s is always filled by block
-    // s % 2. FULL counts the filling block's producer threads there and its producer warps' copies
-    // in the other block; EMPTY, in the filling block, the consumers of both blocks.
+    // producer warp's rows of it into the other block's stage (a bulk copy per warp and task of a
+    // thread) and issues both blocks' weight tiles for that stage; with an even STAGES, stage s is
+    // always filled by block s % 2. FULL counts the filling block's producer threads there and its
+    // producer warps' copies in the other block; EMPTY, in the filling block, the consumers of both
+    // blocks.
     static constexpr bool PAIR = PAIR_;
     // The rows of the sample tile that one producer warp writes per task of a thread (32 tasks, 32 /
     // TPP pixels of LDB elements), contiguous in the stage: what it copies to the other block, PXT
