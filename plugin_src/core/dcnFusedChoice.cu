@@ -249,7 +249,8 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
         kRegs128x32K64, kTma128x32Fp32, kRegs128x32, kRegs64x64, kAsync128x64, kAsync128x32, kAsync256x64,
         kAsync128x32K64P8, kWg256x64TwoGroups, kWg128x128, kWg128x128P16, kWg256x64P16, kWg128x64P16, kWg128x64Tf32,
         kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, kWg128x64Q8, kWg256x64Q8, kWg128x128Q8, kTma128x32P8Q8,
-        kAsync128x32P8Q8, kAsync128x64Q8, kWg128x64Q8Pair, kWg256x64Q8Pair, kWg256x64Q8TwoGroups, kWg256x64Q8TwoGroupsPair,
+        kAsync128x32P8Q8, kAsync128x64Q8, kWg128x64Q8Pair, kWg256x64Q8Pair, kWg256x64Q8TwoGroups,
+        kWg256x64Q8TwoGroupsPair,
         mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;

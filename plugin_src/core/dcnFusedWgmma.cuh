@@ -291,9 +291,8 @@ __device__ __forceinline__ void wgmmaAsync<float, 128>(float* d, uint64_t descA,
 #endif
 
 /* The FP8 slice of a warpgroup tile's chunk (wgmmaFp8Chunk): on swapped tiles a warpgroup's 128
- * output channels (FP8 takes no swapped tile of more rows per warpgroup: the 256-row one,
- * wg-256x64-q8, held 128 accumulators per thread and waited for four slices of 64 per two chunks, where
- * wg-256x64-2wg-q8's two warpgroups hold one slice each), else 64 weight rows x 64 pixels (fresh
+ * output channels, its whole share (FP8's 256-row tiles give each of two warpgroups 128 channels,
+ * so that no warpgroup waits for several slices per chunk), else 64 weight rows x 64 pixels (fresh
  * holds FRESH_N / 2 sums per thread either way). */
 template <class C>
 __device__ __forceinline__ constexpr int fp8FreshN()
