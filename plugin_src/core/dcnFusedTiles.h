@@ -166,8 +166,8 @@ constexpr TileShape kTiles[kTileCount] = {
     {128, 32, 4, 4, 8, 4, true, 128, false, true, false, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 8.0f, 1, false, 0.49f, 0.0f},
     {128, 64, 4, 4, 16, 4, true, 128, false, true, true, 80, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 50.0f, 1, true, 0.35f, 0.45f},
     {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.40f, 0.0f},
-    {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 104, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.0f, 1.00f},
-    {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 104, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.0f, 0.50f},
+    {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 112, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.0f, 1.00f},
+    {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 112, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.0f, 0.50f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,
@@ -287,18 +287,19 @@ static_assert(tileColumnsFit(), "a tile has a cost column for an element type or
  * (wg-256x64-2wg, tma-256x64-k64: 128 registers per thread) hold 2 sets of their 2 tasks: with 3
  * they spilled 92-220 bytes and took 1.15-1.93x as long (FP16 and BF16, H200,
  * commit 0950936). FP8's two-warpgroup tiles (wg-256x64-2wg-q8 and its pair) give their 8 producer
- * warps 104 registers (the consumers' two sets of sums keep 152) and a ring of 2; the unpaired one
- * finishes both tasks of a thread in one unit: against 72 registers and a unit per task, DBNet-c4
- * and BEV-c4 took 2.9% and 4.7% less, the pair (a unit per task) 0.9-1.8% less on R50-c5, DBNet-c5
- * and OCD-l4 (H100, one run each); the pair spilled with one unit. The host's plan slots cover
- * ringDepth + 1 chunks (planChunks: the producers also read one chunk's plan ahead). */
+ * warps 112 registers (the consumers' two sets of sums keep 144, no spills) and a ring of 2 units,
+ * each unit both tasks of a thread: against 72 registers and a unit per task, 104 and one unit took
+ * DBNet-c4 and BEV-c4 2.9% and 4.7% less (H100); 112 took them another 2.6-3.8% and 3.1-3.3% less,
+ * and the pair's R50-c5, DBNet-c5 and OCD-l4 1.4-1.9% less than 104 with a unit per task (H200, two
+ * runs; the pair spilled 24 bytes with one unit at 104). The host's plan slots cover ringDepth + 1
+ * chunks (planChunks: the producers also read one chunk's plan ahead). */
 DCN_TILE_HD constexpr int producerTasks(TileShape const& t, size_t elem)
 {
     return t.bn * (t.bk / int(16 / elem)) / (t.pw * 32);
 }
 DCN_TILE_HD constexpr int producerUnits(TileShape const& t, size_t elem)
 {
-    return t.pregs > 0 && !(t.cw == 8 && !t.pairM) ? producerTasks(t, elem) : t.tmaA && producerTasks(t, elem) > 2 ? producerTasks(t, elem) / 2 : 1;
+    return t.pregs > 0 && t.cw != 8 ? producerTasks(t, elem) : t.tmaA && producerTasks(t, elem) > 2 ? producerTasks(t, elem) / 2 : 1;
 }
 DCN_TILE_HD constexpr int ringDepth(TileShape const& t, size_t elem)
 {
