@@ -279,7 +279,8 @@ static_assert(tileColumnsFit(), "a tile has a cost column for an element type or
  * definition for the kernel and the host: 16-byte sampling tasks per producer thread and chunk; the
  * units a thread loads and finishes them in (TMA tiles with more than 2 tasks per thread: the
  * corners of a whole chunk would not fit beside the ring's other units; register-split tiles: one
- * task per unit); and the register sets (units in flight) of its ring. Producers of 80 registers
+ * task per unit, but both on those of two consumer warpgroups, cw == 8); and the register sets
+ * (units in flight) of its ring. Producers of 80 registers
  * (wg-256x64-p16, wg-256x64-tf32) hold 3 sets: corner loads two chunks ahead; the sample-sharing
  * tile 2 (its blocks sample every other chunk, so that is two chunks ahead as well). tma-128x32-k64-p8
  * (one task per thread) keeps 3: with 4 or 5 (no spills) the CenterNet layers it runs took -1.9% to
