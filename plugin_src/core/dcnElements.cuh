@@ -124,7 +124,7 @@ __device__ __forceinline__ void halfPairs(uint32_t word, __half2 (&h)[2], int8_t
 }
 __device__ __forceinline__ void halfPairs(uint32_t word, __half2 (&h)[2], __nv_fp8_e4m3 const*)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    // Compute capability 8.9+ only: FP8 producers are built nowhere else (dcnFusedLaunchTile.cuh).
     // The word's halves as the conversion's operands: ptxas reads the upper one in place (operand
     // .H1), where the intrinsic on `word >> 16` costs every pair a shift (16 per producer task).
     uint32_t lo, hi;
@@ -134,12 +134,6 @@ __device__ __forceinline__ void halfPairs(uint32_t word, __half2 (&h)[2], __nv_f
         : "r"(word));
     h[0] = *reinterpret_cast<__half2 const*>(&lo);
     h[1] = *reinterpret_cast<__half2 const*>(&hi);
-#else
-    __half2_raw const lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word & 0xFFFFu), __NV_E4M3);
-    __half2_raw const hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3);
-    h[0] = *reinterpret_cast<__half2 const*>(&lo);
-    h[1] = *reinterpret_cast<__half2 const*>(&hi);
-#endif
 }
 __device__ __forceinline__ uint32_t bytesOfHalfPairs(__half2 const (&h)[2], int8_t const*)
 {

@@ -279,7 +279,7 @@ static_assert(tileColumnsFit(), "a tile has a cost column for an element type or
  * definition for the kernel and the host: 16-byte sampling tasks per producer thread and chunk; the
  * units a thread loads and finishes them in (TMA tiles with more than 2 tasks per thread: the
  * corners of a whole chunk would not fit beside the ring's other units; register-split tiles: one
- * task per unit, but both on those of two consumer warpgroups, cw == 8); and the register sets
+ * task per unit, but both on those of two consumer warpgroups, splitTwoGroups); and the register sets
  * (units in flight) of its ring. Producers of 80 registers
  * (wg-256x64-p16, wg-256x64-tf32) hold 3 sets: corner loads two chunks ahead; the sample-sharing
  * tile 2 (its blocks sample every other chunk, so that is two chunks ahead as well). tma-128x32-k64-p8
@@ -298,13 +298,18 @@ DCN_TILE_HD constexpr int producerTasks(TileShape const& t, size_t elem)
 {
     return t.bn * (t.bk / int(16 / elem)) / (t.pw * 32);
 }
+/* Register-split tiles of two consumer warpgroups (FP8's wg-256x64-2wg-q8 and its pair). */
+DCN_TILE_HD constexpr bool splitTwoGroups(TileShape const& t)
+{
+    return t.pregs > 0 && t.cw == 8;
+}
 DCN_TILE_HD constexpr int producerUnits(TileShape const& t, size_t elem)
 {
-    return t.pregs > 0 && t.cw != 8 ? producerTasks(t, elem) : t.tmaA && producerTasks(t, elem) > 2 ? producerTasks(t, elem) / 2 : 1;
+    return t.pregs > 0 && !splitTwoGroups(t) ? producerTasks(t, elem) : t.tmaA && producerTasks(t, elem) > 2 ? producerTasks(t, elem) / 2 : 1;
 }
 DCN_TILE_HD constexpr int ringDepth(TileShape const& t, size_t elem)
 {
-    return t.pregs > 0 && t.cw == 8 ? 2
+    return splitTwoGroups(t) ? 2
         : t.pregs >= 80 && !t.pairM ? 3
         : t.pregs > 0 ? 2
         : producerUnits(t, elem) > 1 ? 3
