@@ -49,7 +49,7 @@ def test_every_built_tile_is_one_auto_picks(lib: ctypes.CDLL) -> None:
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8e4m3")
     assert fused_reach.built_never_picked(lib, picks) == {p: [] for p in precisions}
     assert {k[0] for k in picks["int8"]} >= {"wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8"}, picks["int8"]
-    fp8_wg = {"wg-128x64-q8", "wg-256x64-2wg-q8", "wg-128x128-q8", "wg-256x64-2wg-q8-pair"}
+    fp8_wg = {"wg-128x64-q8", "wg-256x64-2wg-q8", "wg-128x128-q8", "wg-256x64-2wg-q8-pair", "wg-128x32-q8"}
     assert {k[0] for k in picks["fp8e4m3"]} >= fp8_wg, picks["fp8e4m3"]
     # the warp-MMA 8-bit tiles: INT8 from 8.0 on, FP8 from 8.9 on (L40), never on 8.0 or 8.6
     assert ("async-128x64-q8", "8.x") in picks["int8"] and ("async-128x32-p8-q8", "8.x") in picks["fp8e4m3"]
@@ -126,6 +126,10 @@ def test_fused_choice_script_prints_tile_names(built_lib: Path) -> None:
     # 128 output channels and many pixels: the 128-pixel tile, where FP16 takes wg-128x128-p16
     assert rows["r50-c3"][4:] == ["wg-128x128-q8"] * 2 and rows["r50-c3"][2] == "wg-128x128-p16"
     assert rows["dla-ida2-node"][4:] == ["wg-128x128-q8"] * 2
+    # small layers: 32-pixel tiles, INT8 on warp MMAs, FP8 on warpgroup MMAs (its warp MMAs on 9.x
+    # are conversions to FP16 MMAs); 256 x 256 at 32 x 32 stays on FP8's 64-pixel tile
+    assert rows["dla-ida0-proj"][4:] == ["tma-128x32-p8-q8/s8", "wg-128x32-q8/s8"]
+    assert rows["dla-ida1-node"][5] == "wg-128x32-q8" and rows["dla-ida0-node"][5] == "wg-128x64-q8/s4"
 
 
 def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
@@ -187,7 +191,7 @@ def test_fused_choice_on_an_h200(lib: ctypes.CDLL) -> None:
     # and per deformable group divide by 128, or a group holds exactly 64 channels within one
     # deformable group (two kernel points per chunk), else the simple kernel (never an NCHW tile).
     q8 = {t.index for t in infos if t.name.endswith(("-q8", "-q8-pair"))}
-    assert len(q8) == 10
+    assert len(q8) == 11
     warp_q8 = {name["async-128x64-q8"], name["async-128x32-p8-q8"]}  # mma.sync: 8.x, and sm_120's PTX
     for quant in (1, 2):
         layers = (

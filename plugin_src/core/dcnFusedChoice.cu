@@ -250,7 +250,7 @@ int fallbackTiles(DcnParams const& p, int (&order)[kTileCount])
         kAsync128x32K64P8, kWg256x64TwoGroups, kWg128x128, kWg128x128P16, kWg256x64P16, kWg128x64P16, kWg128x64Tf32,
         kWg256x64Tf32, kWg256x64P16Pair, kTma256x64K64, kWg128x64Q8, kWg256x64Q8, kWg128x128Q8, kTma128x32P8Q8,
         kAsync128x32P8Q8, kAsync128x64Q8, kWg128x64Q8Pair, kWg256x64Q8Pair, kWg256x64Q8TwoGroups,
-        kWg256x64Q8TwoGroupsPair,
+        kWg256x64Q8TwoGroupsPair, kWg128x32Q8,
         mg <= 64 ? kNchw64x64 : kNchw128x64, mg <= 64 ? kNchw128x64 : kNchw64x64};
     static_assert(sizeof(all) / sizeof(all[0]) == kTileCount, "every tile in the fallback order");
     int n = 0;
@@ -324,7 +324,7 @@ char const* const kTileNames[kTileCount] = {"regs-64x64", "regs-128x32", "regs-1
     "tma-128x32-fp32", "wg-128x128", "wg-128x128-p16", "wg-256x64-p16", "wg-128x64-p16", "wg-128x64-tf32",
     "wg-256x64-tf32", "wg-256x64-p16-pair", "wg-128x64-q8", "wg-256x64-q8", "wg-128x128-q8", "async-128x64-q8",
     "async-128x32-p8-q8", "tma-128x32-p8-q8", "wg-128x64-q8-pair", "wg-256x64-q8-pair", "wg-256x64-2wg-q8",
-    "wg-256x64-2wg-q8-pair"};
+    "wg-256x64-2wg-q8-pair", "wg-128x32-q8"};
 
 /* Bytes kept for split-K partial sums: splits x pixels of any split count that capSplits allows at
  * p's size or at any smaller batch or plane is at most min(kDCN_MAX_SPLITS x pixels, 64 x

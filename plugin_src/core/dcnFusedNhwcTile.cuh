@@ -130,7 +130,7 @@ struct NTile
     static_assert(STAGES >= 2, "pipeline stages");
     static_assert(BK == 32 || (BK == 64 && sizeof(T) == 2) || (BK == 128 && sizeof(T) == 1), "chunk size");
     static_assert(!TMA_A || (BK * sizeof(T) == 128 && A_BYTES % 1024 == 0 && !ASYNC_A), "TMA weight tile");
-    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128) && BM == CWG * MT * 64
+    static_assert(!WG || (TMA_A && CW % 4 == 0 && WARPS_M == CW && (BN == 64 || BN == 128 || (BN == 32 && sizeof(T) == 1)) && BM == CWG * MT * 64
                              && B_BYTES % 1024 == 0), "warpgroup tile");
     static_assert(!SWAP || ((BM / CWG) % SWAP_N == 0 && (SWAP_N == 64 || SWAP_N == 128)), "swapped warpgroup tile");
     static_assert(BN % 8 == 0 && CONSUMERS % BN == 0

@@ -53,7 +53,11 @@ namespace fused
  * 0.93-0.98; 0.84-0.98 over every split timed); wg-256x64-2wg-q8-pair's 0.50 (with the 256-row
  * pairs' per-block term) from its forced timings against wg-256x64-2wg-q8 at 2-4 splits on R50-c5,
  * DBNet-c5 and OCD-l4 (H100, 2026-12-07: 0.47-0.59 in these terms, median 0.52; 0.50 puts OCD-l4
- * on it, where it was faster than the 128-row pair);
+ * on it, where it was faster than the 128-row pair); wg-128x32-q8's FP8 column (0.55, per block
+ * 17) from its forced timings against wg-128x64-q8 at 1-8 splits on the seven CenterNet layers
+ * (H100, 2026-12-07: it won DLA-ida0-proj /8 7.69 against 8.74 us, ida1-proj /4, ida1-node and
+ * ida2-proj unsplit by 5-11%, lost ida0-node 9.80 /2 against 9.20 /4; the fit puts ida0-node on
+ * wg-128x64-q8 and up-proj on it /4, 7.76 against 7.51 us for wg-128x64-q8 /6);
  * the sample-sharing tile's BF16 column and its per-block term to H100 timings, against wg-256x64-p16
  * measured in the same run, commit 6e60c2f):
  * on compute capability 8.x they order the sm_80 tiles as on the H200, which is untuned there. */
@@ -128,6 +132,8 @@ enum TileId : int
     kWg256x64Q8TwoGroups, // FP8, groups of more than 128 output channels: two consumer warpgroups of
                           // 128 rows: one waits for its fresh sums while the other's MMAs may run
     kWg256x64Q8TwoGroupsPair, // FP8, the same, two 256-channel tiles of a pixel tile share their samples
+    kWg128x32Q8,        // FP8, 32 pixels wide: small layers split many ways (FP8 warp MMAs on 9.x are
+                        // conversions to FP16 MMAs, so tma-128x32-p8-q8 stays INT8 only)
     kTileCount
 };
 
@@ -168,6 +174,7 @@ constexpr TileShape kTiles[kTileCount] = {
     {256, 64, 4, 4, 16, 4, true, 128, false, true, true, 72, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.40f, 0.0f},
     {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 112, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 128, 20.0f, 1, false, 0.0f, 1.00f},
     {256, 64, 8, 8, 8, 4, true, 128, false, true, true, 112, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 256, 70.0f, 1, true, 0.0f, 0.50f},
+    {128, 32, 4, 4, 8, 4, true, 128, false, true, true, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0, 0, 17.0f, 1, false, 0.0f, 0.55f},
 };
 
 /* The chunk-cost column of t for an element type and FP32 math (DcnDataType, DcnMath): wFp16,

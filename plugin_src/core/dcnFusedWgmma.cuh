@@ -198,6 +198,17 @@ __device__ __forceinline__ void wgmmaE4m3N64(float* d, uint64_t descA, uint64_t 
                  : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8), DCN_WGMMA_ACC8(16), DCN_WGMMA_ACC8(24)
                  : "l"(descA), "l"(descB), "r"(accumulate));
 }
+/* The same for one m64n32 slice (16 registers per thread). */
+__device__ __forceinline__ void wgmmaE4m3N32(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
+                 "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, "
+                 "%8, %9, %10, %11, %12, %13, %14, %15}, "
+                 "%16, %17, p, 1, 1;\n\t}"
+                 : DCN_WGMMA_ACC8(0), DCN_WGMMA_ACC8(8)
+                 : "l"(descA), "l"(descB), "r"(accumulate));
+}
 #else
 template <>
 __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA, uint64_t descB)
@@ -216,6 +227,14 @@ __device__ __forceinline__ void wgmmaE4m3(float* d, uint64_t descA, uint64_t des
     DCN_WGMMA_MISSING();
 }
 __device__ __forceinline__ void wgmmaE4m3N64(float* d, uint64_t descA, uint64_t descB, int accumulate)
+{
+    (void)d;
+    (void)descA;
+    (void)descB;
+    (void)accumulate;
+    DCN_WGMMA_MISSING();
+}
+__device__ __forceinline__ void wgmmaE4m3N32(float* d, uint64_t descA, uint64_t descB, int accumulate)
 {
     (void)d;
     (void)descA;
@@ -292,19 +311,25 @@ __device__ __forceinline__ void wgmmaAsync<float, 128>(float* d, uint64_t descA,
 
 /* The FP8 slice of a warpgroup tile's chunk (wgmmaFp8Chunk): on swapped tiles a warpgroup's 128
  * output channels, its whole share (FP8's 256-row tiles give each of two warpgroups 128 channels,
- * so that no warpgroup waits for several slices per chunk), else 64 weight rows x 64 pixels (fresh
- * holds FRESH_N / 2 sums per thread either way). */
+ * so that no warpgroup waits for several slices per chunk); on the 32-pixel tile its whole share
+ * too (MT m64n32 MMAs per K step, MT x 16 sums per thread); else 64 weight rows x 64 pixels. fresh
+ * holds FRESH_N / 2 sums per thread either way. */
+template <class C>
+__device__ __forceinline__ constexpr bool fp8Narrow()
+{
+    return !C::SWAP && C::BN == 32;
+}
 template <class C>
 __device__ __forceinline__ constexpr int fp8FreshN()
 {
-    return C::SWAP ? 128 : 64;
+    return C::SWAP ? 128 : fp8Narrow<C>() ? C::MT * 32 : 64;
 }
 
 /* Slices per chunk of wgmmaFp8Chunk: one where a slice holds the warpgroup's whole tile. */
 template <class C>
 __device__ __forceinline__ constexpr int fp8Slices()
 {
-    return C::SWAP ? C::BM / C::CWG / fp8FreshN<C>() : C::MT * (C::BN / 64);
+    return C::SWAP ? C::BM / C::CWG / fp8FreshN<C>() : fp8Narrow<C>() ? 1 : C::MT * (C::BN / 64);
 }
 
 /* The MMAs of slice ns of one FP8 chunk (the stage's weight rows of this warpgroup at aS, its sample
@@ -313,14 +338,21 @@ template <class C>
 __device__ __forceinline__ void fp8SliceMmas(float (&fresh)[fp8FreshN<C>() / 2], int ns, uint32_t aS, uint32_t bS, bool restart)
 {
     constexpr int FRESH_N = fp8FreshN<C>();
-    constexpr int HALVES = C::BN / 64; // non-swapped: slice ns = (m64 slice, 64 pixels)
+    constexpr int HALVES = C::BN >= 64 ? C::BN / 64 : 1; // non-swapped: slice ns = (m64 slice, 64 pixels)
     int const mt = ns / HALVES;
 #pragma unroll
     for (int ks = 0; ks < C::BK / 32; ++ks)
     {
+        int const accumulate = !restart || ks > 0;
+        if constexpr (fp8Narrow<C>()) // every m64 slice of the warpgroup, 32 pixels each
+        {
+#pragma unroll
+            for (int m = 0; m < C::MT; ++m)
+                wgmmaE4m3N32(fresh + m * 16, wgmmaDesc(aS + m * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32), accumulate);
+            continue;
+        }
         uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
         uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
-        int const accumulate = !restart || ks > 0;
         if constexpr (C::SWAP) // the warpgroup's 128 output channels (fp8FreshN)
             wgmmaE4m3(fresh, samples, weights, accumulate);
         else
@@ -333,9 +365,10 @@ template <class C>
 __device__ __forceinline__ void fp8AddFresh(float* acc, float (&fresh)[fp8FreshN<C>() / 2], int ns)
 {
     constexpr int FRESH_N = fp8FreshN<C>();
-    constexpr int HALVES = C::BN / 64;
+    constexpr int HALVES = C::BN >= 64 ? C::BN / 64 : 1;
     wgmmaWait<0>();
-    float* const sum = acc + (C::SWAP ? ns * FRESH_N / 2 : ((ns / HALVES) * C::NT + (ns % HALVES) * 8) * 4);
+    float* const sum = acc
+        + (C::SWAP || fp8Narrow<C>() ? ns * FRESH_N / 2 : ((ns / HALVES) * C::NT + (ns % HALVES) * 8) * 4);
 #pragma unroll
     for (int i = 0; i < FRESH_N / 2; ++i)
     {
