@@ -162,8 +162,9 @@ DCN_WGMMA_M64N128K16(__nv_bfloat16, "bf16")
  * += A (64 x 32) * B (32 x 128), both K-major from shared memory as above (a k32 step is 32 bytes of
  * a 128-byte row). INT8 sums in INT32 registers (d holds their bits: exact for any K the layers
  * have). FP8 E4M3 (wgmmaE4m3): d = (accumulate ? d : 0) + A * B in the tensor cores' FP8 sums, which
- * the consumers start afresh every one or two chunks (dcnFusedNhwcConsumers.cuh). The 8-bit tiles
- * are swapped ones of 128 output channels per MMA. */
+ * the consumers start afresh every one or two chunks (dcnFusedNhwcConsumers.cuh); wgmmaE4m3N64 and
+ * wgmmaE4m3N32 are its m64n64 and m64n32 forms (64 weight rows x 64 or 32 pixels: the tiles that are
+ * not swapped, fp8SliceMmas). */
 #ifdef DCN_WGMMA_DEVICE
 template <>
 __device__ __forceinline__ void wgmmaAsync<int8_t, 128>(float* d, uint64_t descA, uint64_t descB)
