@@ -326,6 +326,14 @@ __device__ __forceinline__ constexpr int fp8FreshN()
     return C::SWAP ? 128 : fp8Narrow<C>() ? C::MT * 32 : 64;
 }
 
+/* Non-swapped slices per m64 slice of the warpgroup's rows: 64-pixel halves of the tile (one on
+ * the 32-pixel tile, whose slice is the whole tile). */
+template <class C>
+__device__ __forceinline__ constexpr int fp8Halves()
+{
+    return C::BN >= 64 ? C::BN / 64 : 1;
+}
+
 /* Slices per chunk of wgmmaFp8Chunk: one where a slice holds the warpgroup's whole tile. */
 template <class C>
 __device__ __forceinline__ constexpr int fp8Slices()
@@ -339,25 +347,23 @@ template <class C>
 __device__ __forceinline__ void fp8SliceMmas(float (&fresh)[fp8FreshN<C>() / 2], int ns, uint32_t aS, uint32_t bS, bool restart)
 {
     constexpr int FRESH_N = fp8FreshN<C>();
-    constexpr int HALVES = C::BN >= 64 ? C::BN / 64 : 1; // non-swapped: slice ns = (m64 slice, 64 pixels)
+    constexpr int HALVES = fp8Halves<C>(); // non-swapped: slice ns = (m64 slice, 64 pixels)
     int const mt = ns / HALVES;
 #pragma unroll
     for (int ks = 0; ks < C::BK / 32; ++ks)
     {
         int const accumulate = !restart || ks > 0;
+        uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
         if constexpr (fp8Narrow<C>()) // every m64 slice of the warpgroup, 32 pixels each
         {
 #pragma unroll
             for (int m = 0; m < C::MT; ++m)
-                wgmmaE4m3N32(fresh + m * 16, wgmmaDesc(aS + m * 64 * 128 + ks * 32), wgmmaDesc(bS + ks * 32), accumulate);
-            continue;
+                wgmmaE4m3N32(fresh + m * 16, wgmmaDesc(aS + m * 64 * 128 + ks * 32), samples, accumulate);
         }
-        uint64_t const samples = wgmmaDesc(bS + (C::SWAP ? 0 : (ns % HALVES) * 64 * 128) + ks * 32);
-        uint64_t const weights = wgmmaDesc(aS + (C::SWAP ? ns * FRESH_N : mt * 64) * 128 + ks * 32);
-        if constexpr (C::SWAP) // the warpgroup's 128 output channels (fp8FreshN)
-            wgmmaE4m3(fresh, samples, weights, accumulate);
+        else if constexpr (C::SWAP) // the warpgroup's 128 output channels (fp8FreshN)
+            wgmmaE4m3(fresh, samples, wgmmaDesc(aS + ns * FRESH_N * 128 + ks * 32), accumulate);
         else
-            wgmmaE4m3N64(fresh, weights, samples, accumulate);
+            wgmmaE4m3N64(fresh, wgmmaDesc(aS + mt * 64 * 128 + ks * 32), samples, accumulate);
     }
 }
 
@@ -366,7 +372,7 @@ template <class C>
 __device__ __forceinline__ void fp8AddFresh(float* acc, float (&fresh)[fp8FreshN<C>() / 2], int ns)
 {
     constexpr int FRESH_N = fp8FreshN<C>();
-    constexpr int HALVES = C::BN >= 64 ? C::BN / 64 : 1;
+    constexpr int HALVES = fp8Halves<C>();
     wgmmaWait<0>();
     float* const sum = acc
         + (C::SWAP || fp8Narrow<C>() ? ns * FRESH_N / 2 : ((ns / HALVES) * C::NT + (ns % HALVES) * 8) * 4);
