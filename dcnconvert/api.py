@@ -81,9 +81,10 @@ def _load(model: ModelLike) -> onnx.ModelProto:
     return checked if isinstance(checked, onnx.ModelProto) else load_model_timed(Path(checked))
 
 
-def _check_output(model: ModelLike, output: Path, option: str = "-o") -> None:
+def _check_output(model: ModelLike, output: Path, option: str = "-o", *, derived: bool = False) -> None:
     """The checks of an output path; a ``ModelProto`` input has no path to collide with."""
-    check_output_path(Path(os.devnull) if isinstance(model, onnx.ModelProto) else Path(model), output, option)
+    check_output_path(Path(os.devnull) if isinstance(model, onnx.ModelProto) else Path(model), output, option,
+                      derived=derived)
 
 
 def _like(model: ModelLike) -> Path | None:
@@ -306,7 +307,7 @@ def convert(model: ModelLike, output: str | os.PathLike[str], options: Any = Non
                 "ONNX alone")
         _check_output(model, engine)
         _check_timing_cache(model, engine, options.timing_cache)
-        _check_output(model, onnx_out)
+        _check_output(model, onnx_out, derived=True)
         if verify_options is not None:
             _check_save_paths(model, {"the engine (-o)": engine, "the rewritten model": onnx_out},
                               verify_options)

@@ -21,8 +21,11 @@ from dcnconvert.report import rewrite_report_to_dict
 __all__ = ["check_output_path", "load_model_timed", "rewrite_in_memory", "save_model_timed"]
 
 
-def check_output_path(model: Path, output: Path, option: str = "-o") -> None:
+def check_output_path(model: Path, output: Path, option: str = "-o", *, derived: bool = False) -> None:
     """Refuse an output path that is the input, a folder, or in a folder that does not exist.
+
+    ``derived``: ``output`` is the rewritten model that ``convert`` puts next to the engine named by
+    ``option`` (``OUT.onnx`` for ``-o OUT.engine``), so the fix is another engine name.
 
     Raises:
         UsageError: ``output`` is the input model (the input is never modified).
@@ -34,6 +37,13 @@ def check_output_path(model: Path, output: Path, option: str = "-o") -> None:
             same = os.path.samefile(model, output)
         except OSError:
             same = False
+    if same and derived:
+        other = output.with_name(output.stem + "_dcn")
+        raise errors.UsageError(
+            f"the rewritten model {output} (the engine's path with suffix .onnx) is the input model; "
+            "dcnconvert never overwrites its input",
+            hint=f"name the engine differently, e.g. {option} {other}.engine (writes {other}.onnx beside it)",
+        )
     if same:
         raise errors.UsageError(
             f"{option} {output} is the input model; dcnconvert never overwrites its input",

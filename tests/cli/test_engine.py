@@ -202,6 +202,15 @@ class TestUsage:
         assert res.exit_code == 2 and "also the engine" in error_lines(res)[0]
         assert list(tmp_path.iterdir()) == [static_model]
 
+    def test_convert_engine_beside_its_input_names_another_engine(self, static_model, tmp_path):
+        # -o mmcv.engine puts the rewritten model at mmcv.onnx, the input: refused, and the hint
+        # names an engine whose rewritten model is a new file.
+        before = static_model.read_bytes()
+        res = invoke("convert", static_model, "-o", tmp_path / "mmcv.engine")
+        assert res.exit_code == 2 and "is the input model" in error_lines(res)[0]
+        assert f"-o {tmp_path / 'mmcv_dcn.engine'} (writes {tmp_path / 'mmcv_dcn.onnx'}" in res.stderr
+        assert static_model.read_bytes() == before and list(tmp_path.iterdir()) == [static_model]
+
     def test_convert_save_path_is_not_the_rewritten_model(self, static_model, tmp_path):
         res = invoke("convert", static_model, "-o", tmp_path / "m.engine", "--verify",
                      "--save-inputs", tmp_path / "m.onnx")
