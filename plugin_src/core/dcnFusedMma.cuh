@@ -154,7 +154,7 @@ __device__ __forceinline__ void mmaK16<__nv_bfloat16>(
  * column-major, 2 registers), so ldmatrix loads them alike. INT8 (sm_80+): c holds INT32 sums
  * (their bits; exact for any K the layers have). FP8 E4M3 (sm_89+): FP32 c, in the tensor cores'
  * FP8 sums (fewer bits than FP32), which the consumers start afresh every chunk (the warpgroup
- * tiles every one or two chunks, dcnFusedNhwcConsumers.cuh). Only the host's choice keeps FP8 off
+ * tiles every one to four chunks, fp8RunChunks). Only the host's choice keeps FP8 off
  * code built for older architectures (builtFp8MmaFor), where this traps. */
 template <typename T>
 __device__ __forceinline__ void mmaK32(float (&c)[4], uint32_t const (&a)[4], uint32_t b0, uint32_t b1);

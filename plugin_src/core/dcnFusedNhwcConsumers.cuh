@@ -55,7 +55,7 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             eachAcc<C>(tmp, [](float& v) { v = 0.0f; });
         constexpr bool FP8 = std::is_same<T, __nv_fp8_e4m3>::value;
         static_assert(!FP8 || !C::SWAP || C::BM / C::CWG == fp8FreshN<C>(), "FP8: one slice per warpgroup");
-        float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of one or two chunks
+        float fresh[FP8 ? fp8FreshN<C>() / 2 : 1] = {}; // FP8: one slice's sums of one to four chunks
         // Stage sf may be refilled: its EMPTY arrival goes to the block that fills it (PAIR: rank sf % 2).
         auto freeStage = [&](int sf) {
             if constexpr (C::PAIR)
@@ -82,17 +82,20 @@ __device__ __forceinline__ void nhwcConsumers(FusedArgs const& a, T const* sA, T
             uint32_t const bS = bAll + static_cast<uint32_t>(s * C::B_BYTES);
             if constexpr (FP8 && fp8Slices<C>() == 1)
             {
-                // One fresh sum per two chunks: chunk kc + 1's stage fills while chunk kc's MMAs run.
-                bool const restart = (kc & 1) == 0;
+                // One fresh sum per RUN chunks: chunk kc + 1's stage fills while chunk kc's MMAs run,
+                // and each chunk's stage is freed once its MMAs are done (wgmmaWait<1>).
+                constexpr int RUN = fp8RunChunks<C>();
+                bool const restart = kc % RUN == 0;
+                bool const ends = kc % RUN == RUN - 1 || kc + 1 == nChunks;
                 wgmmaFp8Issue<C>(fresh, aS, bS, restart);
-                if (!restart || kc + 1 == nChunks)
-                {
+                if (ends)
                     fp8AddFresh<C>(&acc[0][0][0], fresh, 0);
-                    if (!restart && kc - 1 + C::STAGES < nChunks)
-                        freeStage((kc - 1) % C::STAGES);
-                    if (kc + C::STAGES < nChunks)
-                        freeStage(s);
-                }
+                else if (!restart)
+                    wgmmaWait<1>();
+                if (!restart && kc - 1 + C::STAGES < nChunks)
+                    freeStage((kc - 1) % C::STAGES);
+                if (ends && kc + C::STAGES < nChunks)
+                    freeStage(s);
                 continue;
             }
             else if constexpr (FP8)

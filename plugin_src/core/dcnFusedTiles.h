@@ -47,7 +47,7 @@ namespace fused
  * the 8-bit columns to H100 timings of every 8-bit tile and split on the 18 benchmark layers: FP8,
  * which then waited for each slice of its warpgroup MMAs every chunk, cost more per chunk on the
  * tiles of more slices (wg-256x64-q8, wg-128x128-q8: four of 64 x 64; wg-128x64-q8: one of
- * 64 x 128); not refitted since those waits come every two chunks on the 64-pixel tiles;
+ * 64 x 128); not refitted since those waits come every four chunks on the 64-pixel tiles;
  * wg-256x64-2wg-q8's FP8 column: 1.00, 0.95 of the 1.05 wg-256x64-q8 had for FP8, from its forced
  * timings against that tile's at each layer's best split on five layers (H100, 2026-12-07:
  * 0.93-0.98; 0.84-0.98 over every split timed); wg-256x64-2wg-q8-pair's 0.50 (with the 256-row

@@ -162,7 +162,7 @@ DCN_WGMMA_M64N128K16(__nv_bfloat16, "bf16")
  * += A (64 x 32) * B (32 x 128), both K-major from shared memory as above (a k32 step is 32 bytes of
  * a 128-byte row). INT8 sums in INT32 registers (d holds their bits: exact for any K the layers
  * have). FP8 E4M3 (wgmmaE4m3): d = (accumulate ? d : 0) + A * B in the tensor cores' FP8 sums, which
- * the consumers start afresh every one or two chunks (dcnFusedNhwcConsumers.cuh); wgmmaE4m3N64 and
+ * the consumers start afresh every one to four chunks (fp8RunChunks); wgmmaE4m3N64 and
  * wgmmaE4m3N32 are its m64n64 and m64n32 forms (64 weight rows x 64 or 32 pixels: the tiles that are
  * not swapped, fp8SliceMmas). */
 #ifdef DCN_WGMMA_DEVICE
@@ -332,6 +332,16 @@ template <class C>
 __device__ __forceinline__ constexpr int fp8Halves()
 {
     return C::BN >= 64 ? C::BN / 64 : 1;
+}
+
+/* Chunks per fresh sum of a one-slice tile (fp8Slices<C>() == 1; the consumers free each chunk's
+ * stage once its MMAs are done, and wait for all of them only where a fresh sum ends). Four on the
+ * 64-pixel tiles: against two, FP8 took 0.5-3% off R50-c5, DBNet-c4/c5, BEV-c4 and OCD-l4 (H100);
+ * two on the 32-pixel tile, whose small split layers took 2-3% longer with four. */
+template <class C>
+__device__ __forceinline__ constexpr int fp8RunChunks()
+{
+    return fp8Narrow<C>() ? 2 : 4;
 }
 
 /* Slices per chunk of wgmmaFp8Chunk: one where a slice holds the warpgroup's whole tile. */

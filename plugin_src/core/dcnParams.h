@@ -42,9 +42,10 @@ typedef enum DcnDataType
  * weights rounded to FP16, one product and three fused multiply-adds as the FP16 layers sample,
  * rounded to the quantized type (INT8: to nearest even, saturated to [-128, 127]; FP8: E4M3 to
  * nearest even, saturated to +-448). The product with the weights follows; sums
- * in FP32 (INT8: exact INT32; FP8: the sum of one 128-channel chunk, or of two on the fused
- * kernel's 64-pixel warpgroup tiles, on the tensor cores, whose FP8 accumulation keeps fewer bits
- * than FP32, then added in FP32), then
+ * in FP32 (INT8: exact INT32; FP8: the sum of one 128-channel chunk on the tensor cores, whose FP8
+ * accumulation keeps fewer bits than FP32, or of up to four on the fused kernel's warpgroup tiles
+ * of one slice per warpgroup (four on the 64-pixel ones, two on the 32-pixel one), then added in
+ * FP32), then
  *   out[o] = xScale * wScale[o] * sum + bias[o],
  * converted to outType (a quantized outType: out / outScale rounded and saturated as above). */
 typedef enum DcnQuant

@@ -218,8 +218,8 @@ def check_float_output(
     ref_max = float(np.abs(refs["core_math"]).max())
     tight = U_OUT[fdtype] * np.abs(refs["core_math"]) + 1e-5 * ref_max + 2.0**-24
     if qtype == "fp8e4m3" and "abs" in refs:
-        # The tensor cores' FP8 sums keep fewer bits than FP32 (dcnParams.h); each fresh sum (one or
-        # two 128-channel chunks) is added in FP32, so its error is a small share of its absolute sum.
+        # The tensor cores' FP8 sums keep fewer bits than FP32 (dcnParams.h); each fresh sum (one to
+        # four 128-channel chunks) is added in FP32, so its error is a small share of its absolute sum.
         tight = tight + FP8_CHUNK_SUM * refs["abs"]
     within = float((np.abs(out - refs["core_math"]) <= tight).mean())
     assert within >= MIN_EXACT_SHARE, (
