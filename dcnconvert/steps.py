@@ -37,19 +37,18 @@ def check_output_path(model: Path, output: Path, option: str = "-o", *, derived:
             same = os.path.samefile(model, output)
         except OSError:
             same = False
-    if same and derived:
-        other = output.with_name(output.stem + "_dcn")
-        raise errors.UsageError(
-            f"the rewritten model {output} (the engine's path with suffix .onnx) is the input model; "
-            "dcnconvert never overwrites its input",
-            hint=f"name the engine differently, e.g. {option} {other}.engine (writes {other}.onnx beside it)",
-        )
     if same:
-        raise errors.UsageError(
-            f"{option} {output} is the input model; dcnconvert never overwrites its input",
-            hint=f"write to another file, e.g. {option} "
-            f"{output.with_name(output.stem + '.out' + output.suffix)}",
-        )
+        if derived:
+            other = output.with_name(output.stem + "_dcn")
+            what = f"the rewritten model {output} (the engine's path with suffix .onnx)"
+            hint = (f"name the engine differently, e.g. {option} {other}.engine "
+                    f"(writes {other}.onnx beside it)")
+        else:
+            what = f"{option} {output}"
+            alt = output.with_name(output.stem + ".out" + output.suffix)
+            hint = f"write to another file, e.g. {option} {alt}"
+        raise errors.UsageError(f"{what} is the input model; dcnconvert never overwrites its input",
+                                hint=hint)
     if output.is_dir():
         raise errors.OutputError(f"output path {output} is a directory", hint="give a file name")
     parent = output.parent if str(output.parent) else Path(".")
